@@ -1,0 +1,1 @@
+"""Topic and broker configuration, describe/alter logic."""

@@ -1,0 +1,1 @@
+"""Wire codecs: framing, request/response glue, record batches, error codes."""

@@ -1,0 +1,1 @@
+"""Compatibility harness (not yet implemented)."""

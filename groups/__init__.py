@@ -1,0 +1,1 @@
+"""Consumer group coordinator (not yet implemented)."""

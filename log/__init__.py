@@ -1,0 +1,1 @@
+"""The append-only log store: segments, indexes, recovery, retention."""

@@ -1,0 +1,1 @@
+"""Spark integration (not yet implemented)."""
