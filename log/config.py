@@ -1,0 +1,18 @@
+"""Per-partition log settings, already resolved from broker defaults and topic overrides."""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1073741824          # segment.bytes / log.segment.bytes
+    segment_ms: int = 604800000              # segment.ms / log.roll.ms (7 days)
+    retention_ms: int = 604800000            # retention.ms / log.retention.*; -1 = forever
+    retention_bytes: int = -1                # retention.bytes / log.retention.bytes; -1 = no limit
+    flush_interval_messages: int = 9223372036854775807  # flush.messages; Long.MAX = leave it to the OS
+    flush_interval_ms: int = 9223372036854775807        # flush.ms
+    index_interval_bytes: int = 4096         # index.interval.bytes
+    max_message_bytes: int = 1048588         # max.message.bytes / message.max.bytes
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    cleanup_policy: str = "delete"           # "delete", "compact" or "compact,delete"
