@@ -1,0 +1,149 @@
+"""Request framing and the request header, sans-I/O.
+
+Byte layout of one request on the wire::
+
+    int32   size                  bytes that follow (bounded by socket.request.max.bytes)
+    int16   request_api_key
+    int16   request_api_version
+    int32   correlation_id
+    int16   client_id length      -1 = null; client_id is never a compact string
+    bytes   client_id
+    [header v2 only: tagged fields (unsigned varint count, then tag/size/data)]
+    bytes   request body          decoded by kafka-python's generated codec
+
+A response is ``int32 size, int32 correlation_id, [tagged fields if the
+response header is v1], body``.  ApiVersions responses always use header v0.
+
+``FrameBuffer`` accumulates bytes and yields complete frames; the size
+limit is checked from the 4-byte prefix before any payload is buffered.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from .errors import CorruptFrame
+
+SIZE = struct.Struct(">i")
+HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id len
+assert HEADER_FIXED.size == 10
+
+
+class FrameTooLarge(CorruptFrame):
+    """A length prefix exceeded the configured maximum (or was negative)."""
+
+
+class FrameBuffer:
+    """Splits a byte stream into frames without ever buffering past ``max_size``.
+
+    ``feed(data)`` adds bytes; ``next_frame()`` returns one frame's payload
+    (without the size prefix) or ``None`` when more bytes are needed.
+    Raises ``FrameTooLarge`` as soon as a prefix announces an oversized frame.
+    """
+
+    def __init__(self, max_size: int):
+        self.max_size = max_size
+        self._buf = bytearray()
+        self._need: int | None = None
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def pending(self) -> int:
+        """How many bytes are buffered but not yet returned as a frame."""
+        return len(self._buf)
+
+    def next_frame(self) -> bytes | None:
+        buf = self._buf
+        if self._need is None:
+            if len(buf) < 4:
+                return None
+            (size,) = SIZE.unpack_from(buf, 0)
+            if size < 0 or size > self.max_size:
+                raise FrameTooLarge(f"frame of {size} bytes exceeds the {self.max_size} byte limit")
+            self._need = size
+        if len(buf) < 4 + self._need:
+            return None
+        end = 4 + self._need
+        frame = bytes(buf[4:end])
+        del buf[:end]
+        self._need = None
+        return frame
+
+    def bytes_wanted(self) -> int:
+        """A good read size: the rest of the current frame, at least 64 KiB."""
+        if self._need is None:
+            return 65536
+        return max(65536, 4 + self._need - len(self._buf))
+
+
+@dataclasses.dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int = 0
+
+
+def parse_request_header(frame: bytes, *, flexible_for) -> RequestHeader:
+    """Parse the request header of ``frame``.
+
+    ``flexible_for(api_key, api_version) -> bool | None`` tells whether the
+    request uses header v2 (None for an unknown API/version, which is then
+    parsed as header v1 so the caller can still answer or close).
+    Raises ``CorruptFrame`` on malformed bytes.
+    """
+    if len(frame) < HEADER_FIXED.size:
+        raise CorruptFrame(f"request header needs {HEADER_FIXED.size} bytes, frame has {len(frame)}")
+    api_key, api_version, correlation_id, n = HEADER_FIXED.unpack_from(frame, 0)
+    pos = HEADER_FIXED.size
+    client_id = None
+    if n >= 0:
+        if pos + n > len(frame):
+            raise CorruptFrame("client_id runs past the end of the frame")
+        try:
+            client_id = frame[pos:pos + n].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptFrame("client_id is not UTF-8") from exc
+        pos += n
+    elif n != -1:
+        raise CorruptFrame(f"invalid client_id length {n}")
+    if flexible_for(api_key, api_version):
+        pos = skip_tagged_fields(frame, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode an unsigned varint at ``pos``; raises ``CorruptFrame``."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise CorruptFrame("varint runs past the end of the frame")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise CorruptFrame("varint too long")
+
+
+def skip_tagged_fields(buf: bytes, pos: int) -> int:
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise CorruptFrame("tagged field runs past the end of the frame")
+    return pos
+
+
+def frame_response(correlation_id: int, body: bytes, *, header_v1: bool) -> bytes:
+    """Prefix ``body`` with the response header and the frame size."""
+    head = b"\x00" if header_v1 else b""
+    size = 4 + len(head) + len(body)
+    return b"".join((SIZE.pack(size), SIZE.pack(correlation_id), head, body))
