@@ -1,0 +1,704 @@
+"""Broker configuration: Java ``server.properties`` in, a typed ``BrokerConfig`` out.
+
+Keys, types, defaults and validation follow Kafka's ``KafkaConfig`` so an
+existing ``server.properties`` works unchanged.  Where kwire deliberately
+differs (so a single node runs with no setup) the key's table entry says so
+with a ``# kwire:`` comment.  The key table (``BROKER_KEYS``) is data: the
+topic-config and describe modules read it for types, defaults and docs.
+
+Only ``load_broker_config`` touches the file system; everything else is pure.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import types
+from typing import Any, Callable, Iterable, Mapping
+
+from kwire.log.config import LogConfig
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+_RANGES = {"INT": (-2**31, INT_MAX), "SHORT": (-2**15, 2**15 - 1), "LONG": (-2**63, LONG_MAX)}
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the key, the value and what is allowed."""
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's DescribeConfigs ``config_type`` numbers."""
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+Validator = Callable[[str, Any], None]
+
+
+def invalid(name: str, value: Any, reason: str) -> ConfigError:
+    """Kafka's wording: ``Invalid value V for configuration K: reason``."""
+    return ConfigError(f"Invalid value {value} for configuration {name}: {reason}")
+
+
+# -- validators (Kafka's ConfigDef.Range / ValidString / ValidList) -------------------------
+
+def at_least(minimum: int | float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise invalid(name, value, f"Value must be at least {minimum}")
+    return check
+
+
+def between(low: int | float, high: int | float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is not None and not low <= value <= high:
+            raise invalid(name, value, f"Value must be no less than {low} and no more than {high}")
+    return check
+
+
+def one_of(*allowed: str) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is not None and value not in allowed:
+            raise invalid(name, value, f"String must be one of: {', '.join(allowed)}")
+    return check
+
+
+def subset_of(*allowed: str) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is None:
+            return
+        if not value:
+            raise invalid(name, "", f"Empty list is not allowed; use a subset of [{', '.join(allowed)}]")
+        for item in value:
+            if item not in allowed:
+                raise invalid(name, ",".join(value),
+                              f"Invalid value {item}; the list must be a subset of [{', '.join(allowed)}]")
+    return check
+
+
+# -- types ---------------------------------------------------------------------------------
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_LIST_SEP = re.compile(r"\s*,\s*")
+
+
+def parse_value(name: str, config_type: ConfigType, raw: Any) -> Any:
+    """Convert a string to the key's type like Kafka's ``ConfigDef.parseType``.
+
+    Raises ConfigError naming the key when the text is not of that type.
+    """
+    if raw is None or not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    kind = config_type.name
+    if config_type is ConfigType.BOOLEAN:
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise invalid(name, raw, "Expected value to be either true or false")
+    if kind in _RANGES:
+        low, high = _RANGES[kind]
+        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+            raise invalid(name, raw, f"Not a number of type {kind} (between {low} and {high})")
+        return int(text)
+    if config_type is ConfigType.DOUBLE:
+        try:
+            return float(text)
+        except ValueError:
+            raise invalid(name, raw, "Not a number of type DOUBLE") from None
+    if config_type is ConfigType.LIST:
+        return tuple(_LIST_SEP.split(text)) if text else ()
+    return text
+
+
+def format_value(config_type: ConfigType, value: Any) -> str | None:
+    """Render a typed value the way Kafka prints it (``ConfigDef.convertToString``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if config_type is ConfigType.LIST:
+        return ",".join(value)
+    if config_type is ConfigType.DOUBLE:
+        return repr(float(value))
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any                       # already typed; None = Kafka's null default
+    doc: str
+    validator: Validator | None = None
+    ignored: str | None = None         # why kwire accepts this key but does nothing with it
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type is ConfigType.PASSWORD
+
+    def parse(self, raw: Any) -> Any:
+        value = parse_value(self.name, self.type, raw)
+        if self.validator is not None:
+            self.validator(self.name, value)
+        return value
+
+
+T = ConfigType
+_SINGLE_NODE = "kwire is a single node without replication"
+_NO_TLS = "kwire speaks PLAINTEXT only"
+_KRAFT = "kwire is a single combined node; there is no controller quorum"
+
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    ConfigKey("node.id", T.INT, None, "The node ID of this server (synonym of broker.id). kwire default 1."),
+    ConfigKey("broker.id", T.INT, None, "The broker ID of this server (synonym of node.id). kwire default 1."),
+    ConfigKey("cluster.id", T.STRING, None,
+              "kwire-specific: the cluster ID to use; by default it is generated once and kept in meta.properties."),
+    # kwire: Kafka's default is PLAINTEXT://:9092 (all interfaces); kwire listens on loopback by default.
+    ConfigKey("listeners", T.STRING, "PLAINTEXT://127.0.0.1:9092",
+              "Comma-separated URIs NAME://host:port to listen on; an empty host binds all interfaces."),
+    ConfigKey("advertised.listeners", T.STRING, None,
+              "Listeners to publish to clients if different from listeners. An empty host is advertised as "
+              "127.0.0.1 (kwire; Kafka advertises the canonical host name)."),
+    ConfigKey("listener.security.protocol.map", T.STRING,
+              "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+              "Map between listener names and security protocols (kwire supports PLAINTEXT)."),
+    ConfigKey("inter.broker.listener.name", T.STRING, None, "Listener used between brokers.",
+              ignored=_SINGLE_NODE),
+    ConfigKey("process.roles", T.LIST, (), "The roles this process plays: broker, controller.", ignored=_KRAFT),
+    ConfigKey("controller.listener.names", T.LIST, (),
+              "Listener names used by the controller; kwire does not bind these listeners.", ignored=_KRAFT),
+    ConfigKey("controller.quorum.voters", T.LIST, (), "Controller quorum voters.", ignored=_KRAFT),
+    ConfigKey("controller.quorum.bootstrap.servers", T.LIST, (), "Controller bootstrap servers.",
+              ignored=_KRAFT),
+    ConfigKey("zookeeper.connect", T.STRING, None, "ZooKeeper connection string.", ignored=_KRAFT),
+    # kwire: Kafka's log.dir default is /tmp/kafka-logs; kwire keeps data next to where it runs.
+    ConfigKey("log.dirs", T.LIST, None, "Directories where log data is kept; if unset log.dir is used."),
+    ConfigKey("log.dir", T.STRING, "./kwire-data", "The directory where log data is kept (see log.dirs)."),
+    ConfigKey("num.partitions", T.INT, 1, "Default number of partitions per topic.", at_least(1)),
+    ConfigKey("default.replication.factor", T.INT, 1, "Default replication factor for new topics.",
+              at_least(1)),
+    ConfigKey("auto.create.topics.enable", T.BOOLEAN, True, "Create topics on first metadata request."),
+    ConfigKey("delete.topic.enable", T.BOOLEAN, True, "Allow deleting topics."),
+    ConfigKey("log.segment.bytes", T.INT, 1073741824, "The maximum size of a single log file.", at_least(14)),
+    ConfigKey("log.roll.ms", T.LONG, None, "Maximum time before a new segment is rolled; if unset "
+              "log.roll.hours is used."),
+    ConfigKey("log.roll.hours", T.INT, 168, "Maximum time in hours before a new segment is rolled.",
+              at_least(1)),
+    ConfigKey("log.roll.jitter.ms", T.LONG, None, "Maximum jitter subtracted from the roll time."),
+    ConfigKey("log.roll.jitter.hours", T.INT, 0, "Maximum jitter in hours subtracted from the roll time.",
+              at_least(0)),
+    ConfigKey("log.retention.ms", T.LONG, None, "Time to keep a log segment before deleting it; if unset "
+              "log.retention.minutes is used. -1 means no limit."),
+    ConfigKey("log.retention.minutes", T.INT, None, "Minutes to keep a log segment; if unset "
+              "log.retention.hours is used."),
+    ConfigKey("log.retention.hours", T.INT, 168, "Hours to keep a log segment before deleting it."),
+    ConfigKey("log.retention.bytes", T.LONG, -1, "Maximum size of a partition's log before deleting old "
+              "segments; -1 means no limit."),
+    ConfigKey("log.retention.check.interval.ms", T.LONG, 300000,
+              "How often to check whether segments are eligible for deletion.", at_least(1)),
+    ConfigKey("log.flush.interval.messages", T.LONG, LONG_MAX,
+              "Messages accumulated on a partition before they are flushed to disk.", at_least(1)),
+    ConfigKey("log.flush.interval.ms", T.LONG, None, "Maximum time a message stays in memory before a "
+              "flush; if unset log.flush.scheduler.interval.ms is used."),
+    ConfigKey("log.flush.scheduler.interval.ms", T.LONG, LONG_MAX,
+              "How often the flusher checks whether any log needs flushing."),
+    ConfigKey("log.index.interval.bytes", T.INT, 4096, "Bytes between entries of the offset index.",
+              at_least(0)),
+    ConfigKey("log.index.size.max.bytes", T.INT, 10485760, "Maximum size of an offset index in bytes.",
+              at_least(4)),
+    ConfigKey("log.segment.delete.delay.ms", T.LONG, 60000, "Time before a deleted segment file is removed.",
+              at_least(0)),
+    ConfigKey("log.preallocate", T.BOOLEAN, False, "Preallocate segment files."),
+    ConfigKey("log.message.timestamp.type", T.STRING, "CreateTime",
+              "Whether message timestamps are the producer's (CreateTime) or the append time (LogAppendTime).",
+              one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("log.message.timestamp.difference.max.ms", T.LONG, LONG_MAX,
+              "Deprecated: maximum difference between a message timestamp and the broker's clock.",
+              at_least(0)),
+    ConfigKey("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX,
+              "How far a message timestamp may lie in the past.", at_least(0)),
+    ConfigKey("log.message.timestamp.after.max.ms", T.LONG, LONG_MAX,
+              "How far a message timestamp may lie in the future.", at_least(0)),
+    ConfigKey("log.message.downconversion.enable", T.BOOLEAN, True,
+              "Whether fetches may down-convert messages to older formats."),
+    ConfigKey("log.cleanup.policy", T.LIST, ("delete",), "Default cleanup policy: delete, compact or both.",
+              subset_of("compact", "delete")),
+    ConfigKey("log.cleaner.enable", T.BOOLEAN, True, "Enable the log cleaner (compaction)."),
+    ConfigKey("log.cleaner.delete.retention.ms", T.LONG, 86400000,
+              "How long delete tombstones are retained on compacted topics.", at_least(0)),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", T.LONG, 0,
+              "Minimum time a message stays uncompacted.", at_least(0)),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX,
+              "Maximum time a message stays ineligible for compaction.", at_least(1)),
+    ConfigKey("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5,
+              "Minimum ratio of dirty log to total log for a log to be cleaned.", between(0, 1)),
+    ConfigKey("compression.type", T.STRING, "producer", "Final compression type for topics.",
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigKey("message.max.bytes", T.INT, 1048588, "Largest record batch size allowed.", at_least(0)),
+    ConfigKey("min.insync.replicas", T.INT, 1, "Minimum in-sync replicas for acks=all.", at_least(1)),
+    ConfigKey("unclean.leader.election.enable", T.BOOLEAN, False,
+              "Allow out-of-sync replicas to become leader.", ignored=_SINGLE_NODE),
+    ConfigKey("socket.request.max.bytes", T.INT, 104857600, "Maximum bytes in a request.", at_least(1)),
+    ConfigKey("max.connections", T.INT, INT_MAX, "Maximum number of connections the broker accepts.",
+              at_least(0)),
+    ConfigKey("group.initial.rebalance.delay.ms", T.INT, 3000,
+              "Time the coordinator waits for more members before the first rebalance of a group."),
+    ConfigKey("group.min.session.timeout.ms", T.INT, 6000, "Minimum allowed consumer session timeout."),
+    ConfigKey("group.max.session.timeout.ms", T.INT, 1800000, "Maximum allowed consumer session timeout."),
+    ConfigKey("offsets.retention.minutes", T.INT, 10080,
+              "How long committed offsets of an empty group are kept.", at_least(1)),
+    ConfigKey("offsets.topic.num.partitions", T.INT, 50, "Partitions of the offsets topic.", at_least(1)),
+    # kwire: Kafka defaults these to 3; a single node can only ever have 1.
+    ConfigKey("offsets.topic.replication.factor", T.SHORT, 1, "Replication factor of the offsets topic "
+              "(accepted; 1 is effective).", at_least(1)),
+    ConfigKey("transaction.state.log.replication.factor", T.SHORT, 1,
+              "Replication factor of the transaction topic (accepted; 1 is effective).", at_least(1)),
+    ConfigKey("transaction.state.log.min.isr", T.INT, 1, "min.insync.replicas of the transaction topic.",
+              at_least(1)),
+    # Keys from Kafka's stock server.properties that only tune the JVM broker's thread pools.
+    ConfigKey("num.network.threads", T.INT, 3, "Network threads.", at_least(1), ignored="kwire is one Trio thread"),
+    ConfigKey("num.io.threads", T.INT, 8, "I/O threads.", at_least(1), ignored="kwire is one Trio thread"),
+    ConfigKey("num.recovery.threads.per.data.dir", T.INT, 1, "Recovery threads per log dir.", at_least(1),
+              ignored="kwire recovers logs sequentially"),
+    ConfigKey("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF; -1 for the OS default.",
+              ignored="kwire uses the OS default"),
+    ConfigKey("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF; -1 for the OS default.",
+              ignored="kwire uses the OS default"),
+    ConfigKey("ssl.keystore.password", T.PASSWORD, None, "Keystore password.", ignored=_NO_TLS),
+    ConfigKey("ssl.key.password", T.PASSWORD, None, "Private key password.", ignored=_NO_TLS),
+    ConfigKey("ssl.truststore.password", T.PASSWORD, None, "Truststore password.", ignored=_NO_TLS),
+    ConfigKey("sasl.jaas.config", T.PASSWORD, None, "JAAS login context.", ignored=_NO_TLS),
+]}
+
+# Keys that resolve to one value, highest precedence first (Kafka's broker synonyms).
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.hours": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "log.roll.jitter.hours": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.minutes": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.hours": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+_HOUR_MS = 3_600_000
+_MINUTE_MS = 60_000
+
+
+# -- java.util.Properties text ---------------------------------------------------------------
+
+_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
+_WHITESPACE = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse ``server.properties`` text the way ``java.util.Properties.load`` does.
+
+    ``#``/``!`` comment lines, blank lines, ``key=value``, ``key: value`` and
+    ``key value``, backslash line continuations (leading whitespace of the next
+    line dropped), ``\\uXXXX`` and other escapes; a later duplicate key wins.
+    Values keep trailing whitespace (typed parsing trims it, as Kafka does).
+    Raises ConfigError on a malformed ``\\uXXXX`` escape.
+    """
+    props: dict[str, str] = {}
+    lines = _NATURAL_LINES.split(text)
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(_WHITESPACE)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line):
+            line = line[:-1]
+            if i < len(lines):
+                line += lines[i].lstrip(_WHITESPACE)
+                i += 1
+        key, value = _split_key_value(line)
+        props[_unescape(key, i)] = _unescape(value, i)
+    return props
+
+
+def _continues(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    escaped = False
+    end = len(line)
+    value_start = len(line)
+    has_separator = False
+    for pos, ch in enumerate(line):
+        if not escaped and ch in "=:":
+            end, value_start, has_separator = pos, pos + 1, True
+            break
+        if not escaped and ch in _WHITESPACE:
+            end, value_start = pos, pos + 1
+            break
+        escaped = (ch == "\\") and not escaped
+    while value_start < len(line):
+        ch = line[value_start]
+        if ch not in _WHITESPACE:
+            if has_separator or ch not in "=:":
+                break
+            has_separator = True
+        value_start += 1
+    return line[:end], line[value_start:]
+
+
+def _unescape(text: str, line_no: int) -> str:
+    if "\\" not in text:
+        return text
+    out = []
+    pos = 0
+    while pos < len(text):
+        ch = text[pos]
+        pos += 1
+        if ch != "\\" or pos == len(text):
+            out.append(ch if ch != "\\" else "")
+            continue
+        ch = text[pos]
+        pos += 1
+        if ch == "u":
+            digits = text[pos:pos + 4]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ConfigError(f"Malformed \\uXXXX escape in properties near line {line_no}: \\u{digits}")
+            out.append(chr(int(digits, 16)))
+            pos += 4
+        else:
+            out.append(_ESCAPES.get(ch, ch))
+    return "".join(out)
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """``["key=value", ...]`` (kafka-server-start's ``--override``) to a dict; later items win.
+
+    Raises ConfigError for an item without ``=``.
+    """
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override needs key=value, got {item!r}")
+        result[key.strip()] = value
+    return result
+
+
+# -- listeners -------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    """One ``NAME://host:port`` entry.  ``host == ""`` binds every interface, as in Kafka."""
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
+
+
+def parse_listeners(key: str, text: str) -> tuple[Listener, ...]:
+    """Parse a ``listeners``-style value; raises ConfigError naming ``key``."""
+    result: list[Listener] = []
+    for uri in _LIST_SEP.split(text.strip()) if text.strip() else []:
+        m = _LISTENER.match(uri)
+        if not m or not m.group(1):
+            raise invalid(key, text, f"{uri!r} is not a listener of the form NAME://host:port")
+        port = int(m.group(3))
+        if not 0 <= port <= 65535:
+            raise invalid(key, text, f"port {port} is not between 0 and 65535")
+        listener = Listener(m.group(1).upper(), m.group(2), port)
+        if any(existing.name == listener.name for existing in result):
+            raise invalid(key, text, f"each listener must have a different name; {listener.name} repeats")
+        result.append(listener)
+    return tuple(result)
+
+
+def _security_protocol_map(text: str) -> dict[str, str]:
+    mapping = {}
+    for entry in _LIST_SEP.split(text.strip()) if text.strip() else []:
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name or not protocol:
+            raise invalid("listener.security.protocol.map", text, f"{entry!r} is not NAME:PROTOCOL")
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
+
+
+def _resolve_listeners(values: Mapping[str, Any], notes: list[str]
+                       ) -> tuple[tuple[Listener, ...], tuple[Listener, ...]]:
+    controller_names = {n.upper() for n in values["controller.listener.names"]}
+    protocols = _security_protocol_map(values["listener.security.protocol.map"])
+    bound = []
+    for listener in parse_listeners("listeners", values["listeners"]):
+        if listener.name in controller_names:
+            notes.append(f"listener {listener} is a controller listener; kwire does not bind it")
+            continue
+        protocol = protocols.get(listener.name)
+        if protocol is None:
+            raise invalid("listeners", values["listeners"],
+                          f"no security protocol defined for listener {listener.name} in "
+                          "listener.security.protocol.map")
+        if protocol != "PLAINTEXT":
+            raise invalid("listeners", values["listeners"],
+                          f"listener {listener.name} uses {protocol}; kwire supports only PLAINTEXT")
+        bound.append(listener)
+    if not bound:
+        raise invalid("listeners", values["listeners"], "at least one PLAINTEXT listener is required")
+    if values["advertised.listeners"] is None:
+        advertised_from = tuple(bound)
+    else:
+        advertised_from = parse_listeners("advertised.listeners", values["advertised.listeners"])
+    advertised = []
+    names = {listener.name for listener in bound}
+    for listener in advertised_from:
+        if listener.name in controller_names:
+            continue
+        if listener.name not in names:
+            raise invalid("advertised.listeners", values["advertised.listeners"],
+                          f"listener {listener.name} is not one of the listeners ({', '.join(sorted(names))})")
+        if listener.host in ("0.0.0.0", "::"):
+            raise invalid("advertised.listeners", values["advertised.listeners"] or values["listeners"],
+                          f"cannot advertise the non-routable meta-address {listener.host}; "
+                          "set advertised.listeners to a routable host")
+        # kwire: Kafka advertises the canonical host name for an empty host; kwire uses loopback so a
+        # default single node works without DNS.
+        advertised.append(dataclasses.replace(listener, host=listener.host or "127.0.0.1"))
+    return tuple(bound), tuple(advertised)
+
+
+# -- the resolved configuration --------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    """Typed broker settings.  Attribute names are Kafka's keys with ``_`` for ``.``.
+
+    Multi-key settings are already resolved: ``log_retention_ms`` from
+    ms > minutes > hours (negative → -1), ``log_roll_ms`` from ms > hours,
+    ``log_flush_interval_ms`` from itself > ``log.flush.scheduler.interval.ms``,
+    ``log_dirs`` from ``log.dirs`` > ``log.dir``, ``node_id`` from ``node.id`` /
+    ``broker.id``.  ``values`` holds every known key's typed value (None when
+    Kafka's default is null); ``originals`` the keys the user set, as text.
+    """
+    node_id: int = 1
+    cluster_id: str | None = None
+    listeners: tuple[Listener, ...] = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    advertised_listeners: tuple[Listener, ...] = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    log_dirs: tuple[str, ...] = ("./kwire-data",)
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    log_segment_bytes: int = 1073741824
+    log_roll_ms: int = 168 * _HOUR_MS
+    log_retention_ms: int = 168 * _HOUR_MS
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300000
+    log_flush_interval_messages: int = LONG_MAX
+    log_flush_interval_ms: int = LONG_MAX
+    log_index_interval_bytes: int = 4096
+    log_message_timestamp_type: str = "CreateTime"
+    log_cleanup_policy: tuple[str, ...] = ("delete",)
+    message_max_bytes: int = 1048588
+    compression_type: str = "producer"
+    min_insync_replicas: int = 1
+    socket_request_max_bytes: int = 104857600
+    max_connections: int = INT_MAX
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    offsets_retention_minutes: int = 10080
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 1
+    transaction_state_log_replication_factor: int = 1
+    values: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    originals: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    warnings: tuple[str, ...] = ()   # unknown keys: log at WARNING
+    notes: tuple[str, ...] = ()      # known keys kwire accepts but ignores: log at INFO
+
+    # -- convenience for the server ------------------------------------------------------------
+    @property
+    def listen_host(self) -> str:
+        """Host of the first listener; "" means all interfaces."""
+        return self.listeners[0].host
+
+    @property
+    def listen_port(self) -> int:
+        return self.listeners[0].port
+
+    @property
+    def advertised_host(self) -> str:
+        return self._advertised().host
+
+    @property
+    def advertised_port(self) -> int:
+        """Advertised port of the first listener; 0 when it listens on an ephemeral port."""
+        return self._advertised().port
+
+    def _advertised(self) -> Listener:
+        name = self.listeners[0].name
+        for listener in self.advertised_listeners:
+            if listener.name == name:
+                return listener
+        return dataclasses.replace(self.listeners[0], host=self.listeners[0].host or "127.0.0.1")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * _MINUTE_MS
+
+    def log_config(self) -> LogConfig:
+        """The broker-level defaults a topic without overrides runs with."""
+        return LogConfig(
+            segment_bytes=self.log_segment_bytes,
+            segment_ms=self.log_roll_ms,
+            retention_ms=self.log_retention_ms,
+            retention_bytes=self.log_retention_bytes,
+            flush_interval_messages=self.log_flush_interval_messages,
+            flush_interval_ms=self.log_flush_interval_ms,
+            index_interval_bytes=self.log_index_interval_bytes,
+            max_message_bytes=self.message_max_bytes,
+            message_timestamp_type=self.log_message_timestamp_type,
+            cleanup_policy=",".join(self.log_cleanup_policy),
+        )
+
+    def value_of(self, name: str) -> Any:
+        """The typed value of a known broker key (None for a null default); KeyError if unknown."""
+        if name not in BROKER_KEYS:
+            raise KeyError(name)
+        return self.values.get(name, BROKER_KEYS[name].default)
+
+    def is_set(self, name: str) -> bool:
+        """Whether the user set ``name`` (in the file or an override)."""
+        return name in self.originals
+
+    def render(self) -> str:
+        """Every known key and its value, one ``key = value`` per line, passwords hidden.
+
+        Meant for ``kwire serve`` to log at startup, like Kafka's ``KafkaConfig values:`` block.
+        """
+        lines = ["kwire broker config values:"]
+        for name in sorted(BROKER_KEYS):
+            key = BROKER_KEYS[name]
+            value = self.value_of(name)
+            text = "[hidden]" if key.sensitive and value is not None else format_value(key.type, value)
+            lines.append(f"\t{name} = {'null' if text is None else text}")
+        lines.append(f"\t(effective: node.id={self.node_id}, log.dirs={','.join(self.log_dirs)}, "
+                     f"log.retention.ms={self.log_retention_ms}, log.roll.ms={self.log_roll_ms}, "
+                     f"log.flush.interval.ms={self.log_flush_interval_ms}, "
+                     f"advertised={','.join(map(str, self.advertised_listeners))})")
+        return "\n".join(lines)
+
+
+def broker_config_from_properties(props: Mapping[str, str],
+                                  overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Validate and resolve raw properties (``overrides`` win) into a BrokerConfig.
+
+    Raises ConfigError naming the key, the value and what is allowed.  Unknown
+    keys do not fail: they are listed in ``warnings``.
+    """
+    originals = {k.strip(): v for k, v in {**props, **(overrides or {})}.items()}
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    notes: list[str] = []
+    for name, key in BROKER_KEYS.items():
+        values[name] = key.parse(originals[name]) if name in originals else key.default
+        if name in originals and key.ignored:
+            shown = "[hidden]" if key.sensitive else originals[name].strip()
+            notes.append(f"{name}={shown} is accepted but ignored: {key.ignored}")
+    for name in originals:
+        if name not in BROKER_KEYS:
+            warnings.append(f"unknown configuration {name!r} was supplied but is not a known config; ignored")
+    listeners, advertised = _resolve_listeners(values, notes)
+    return BrokerConfig(
+        node_id=_node_id(values),
+        cluster_id=values["cluster.id"] or None,
+        listeners=listeners,
+        advertised_listeners=advertised,
+        log_dirs=_log_dirs(values),
+        log_roll_ms=_resolve_ms(values, ("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)),
+        log_retention_ms=_retention_ms(values),
+        log_flush_interval_ms=_resolve_ms(values, ("log.flush.interval.ms", 1),
+                                          ("log.flush.scheduler.interval.ms", 1)),
+        values=types.MappingProxyType(values),
+        originals=types.MappingProxyType(originals),
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        **{field: values[name] for field, name in _SIMPLE_FIELDS.items()},
+    )
+
+
+_SIMPLE_FIELDS = {name.replace(".", "_"): name for name in [
+    "num.partitions", "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
+    "log.segment.bytes", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.flush.interval.messages", "log.index.interval.bytes", "log.message.timestamp.type",
+    "log.cleanup.policy", "message.max.bytes", "compression.type", "min.insync.replicas",
+    "socket.request.max.bytes", "max.connections", "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "offsets.retention.minutes",
+    "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+]}
+
+
+def _resolve_ms(values: Mapping[str, Any], *candidates: tuple[str, int]) -> int:
+    for name, scale in candidates:
+        if values[name] is not None:
+            return values[name] * scale
+    raise AssertionError(f"{candidates[-1][0]} has a default")
+
+
+def _retention_ms(values: Mapping[str, Any]) -> int:
+    millis = _resolve_ms(values, ("log.retention.ms", 1), ("log.retention.minutes", _MINUTE_MS),
+                         ("log.retention.hours", _HOUR_MS))
+    return -1 if millis < 0 else millis      # Kafka: any negative setting means unlimited
+
+
+def _node_id(values: Mapping[str, Any]) -> int:
+    node_id, broker_id = values["node.id"], values["broker.id"]
+    if node_id is not None and broker_id is not None and node_id != broker_id:
+        raise invalid("broker.id", broker_id, f"must equal node.id ({node_id}) when both are set")
+    chosen = node_id if node_id is not None else broker_id
+    if chosen is None:
+        return 1      # kwire: Kafka requires node.id; a single node can just be 1
+    if chosen < 0:
+        raise invalid("node.id" if node_id is not None else "broker.id", chosen, "Value must be at least 0")
+    return chosen
+
+
+def _log_dirs(values: Mapping[str, Any]) -> tuple[str, ...]:
+    dirs = values["log.dirs"] if values["log.dirs"] is not None else (values["log.dir"],)
+    dirs = tuple(d for d in dirs if d)
+    if not dirs:
+        raise invalid("log.dirs", "", "at least one log directory is required")
+    return dirs
+
+
+def broker_config_from_text(text: str, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    """``parse_properties`` then ``broker_config_from_properties``; raises ConfigError."""
+    return broker_config_from_properties(parse_properties(text), overrides)
+
+
+def load_broker_config(path: str | None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read ``path`` (None = no file, all defaults) and apply ``overrides``.
+
+    The only function here that does I/O.  Raises OSError if the file cannot be
+    read and ConfigError if a value is invalid.
+    """
+    text = ""
+    if path is not None:
+        with open(path, encoding="latin-1") as f:    # Properties.load(InputStream) reads ISO-8859-1
+            text = f.read()
+    return broker_config_from_text(text, overrides)
