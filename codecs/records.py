@@ -1,0 +1,346 @@
+"""Kafka record batches, format v2 (magic 2): header checks without decoding records.
+
+Byte layout of one batch (big-endian; the header is 61 bytes)::
+
+    offset  size  field
+         0     8  baseOffset            int64   set by the broker
+         8     4  batchLength           int32   bytes after this field (size - 12)
+        12     4  partitionLeaderEpoch  int32   set by the broker
+        16     1  magic                 int8    2 (0 and 1 are the legacy formats)
+        17     4  crc                   uint32  CRC-32C of bytes 21 .. end of batch
+        21     2  attributes            int16   bits 0-2 compression codec,
+                                                bit 3 timestamp type (1 = LogAppendTime),
+                                                bit 4 transactional, bit 5 control
+        23     4  lastOffsetDelta       int32
+        27     8  baseTimestamp         int64
+        35     8  maxTimestamp          int64
+        43     8  producerId            int64   -1 = not idempotent
+        51     2  producerEpoch         int16
+        53     4  baseSequence          int32
+        57     4  recordCount           int32
+        61     -  records               possibly compressed as one block
+
+Each record (after decompression) starts with: length varint, attributes int8,
+timestampDelta varlong, offsetDelta varint, then key, value and headers.
+
+baseOffset and partitionLeaderEpoch lie before byte 21, so the broker stamps
+them without touching the CRC; switching a batch to LogAppendTime changes
+attributes and maxTimestamp, which are covered, so the CRC is recomputed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Iterator
+
+import cramjam
+import crc32c
+
+from .errors import ErrorCode, KafkaApiError
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size
+assert HEADER_SIZE == 61
+LOG_OVERHEAD = 12            # baseOffset + batchLength: bytes not counted in batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MAGIC_OFFSET = 16            # same byte in the legacy v0/v1 message formats
+CRC_OFFSET = 17
+CRC_START = 21               # the CRC covers attributes onward
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(slots=True)
+class BatchHeader:
+    """The 61-byte header of one v2 batch, plus where it sits in its buffer."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    position: int = 0
+    size: int = 0
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; sequences wrap from INT32_MAX to 0."""
+        if self.base_sequence < 0:
+            return self.base_sequence
+        return (self.base_sequence + self.last_offset_delta) % (INT32_MAX + 1)
+
+
+def read_header(buf, position: int = 0) -> BatchHeader:
+    """Unpack the header at ``position`` and check that the whole batch fits in ``buf``.
+
+    Raises KafkaApiError(CORRUPT_MESSAGE) if the header is cut short, the
+    magic is not 2, the length is too small or runs past the end of ``buf``.
+    """
+    available = len(buf) - position
+    if available < HEADER_SIZE:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"batch header cut short at position {position}")
+    fields = HEADER.unpack_from(buf, position)
+    header = BatchHeader(*fields, position=position, size=fields[1] + LOG_OVERHEAD)
+    if header.magic != 2:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"magic {header.magic} at position {position}, expected 2")
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"batch length {header.batch_length} at position {position}")
+    if header.size > available:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"batch at position {position} needs {header.size} bytes, "
+                            f"{available} left")
+    return header
+
+
+def iter_batches(buf, start: int = 0) -> Iterator[BatchHeader]:
+    """Yield the header of every batch in ``buf`` from ``start``, without CRC checks.
+
+    Stops cleanly at the end of ``buf``; raises KafkaApiError(CORRUPT_MESSAGE)
+    on a header that does not fit or is inconsistent (see ``read_header``).
+    """
+    position, end = start, len(buf)
+    while position < end:
+        header = read_header(buf, position)
+        yield header
+        position += header.size
+
+
+def crc_ok(buf, header: BatchHeader) -> bool:
+    """True if the stored CRC matches bytes 21..end of the batch."""
+    start = header.position
+    view = memoryview(buf)[start + CRC_START:start + header.size]
+    return crc32c.crc32c(view) == header.crc
+
+
+def _check_complete(buf, header: BatchHeader) -> bool:
+    """Everything a stored batch must satisfy beyond ``read_header``."""
+    return (header.last_offset_delta >= 0
+            and header.record_count == header.last_offset_delta + 1
+            and crc_ok(buf, header))
+
+
+def scan_valid_prefix(buf, start: int = 0) -> tuple[list[BatchHeader], int]:
+    """Walk batches from ``start`` checking everything, including the CRC.
+
+    Returns the headers of the valid batches and the number of valid bytes
+    after ``start``; stops at the first torn or corrupt batch.  Never raises.
+    """
+    headers: list[BatchHeader] = []
+    position, end = start, len(buf)
+    while position < end:
+        try:
+            header = read_header(buf, position)
+        except KafkaApiError:
+            break
+        if not _check_complete(buf, header):
+            break
+        headers.append(header)
+        position += header.size
+    return headers, position - start
+
+
+def batch_size_at(buf, position: int) -> int | None:
+    """The total size the batch at ``position`` claims, or None if fewer than 12 bytes remain."""
+    if len(buf) - position < LOG_OVERHEAD:
+        return None
+    return _I32.unpack_from(buf, position + 8)[0] + LOG_OVERHEAD
+
+
+def _validate_one(buf, position: int, max_message_bytes: int) -> BatchHeader:
+    remaining = len(buf) - position
+    if remaining > MAGIC_OFFSET and buf[MAGIC_OFFSET + position] in (0, 1):
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                            f"message format v{buf[MAGIC_OFFSET + position]} at position "
+                            f"{position}; only v2 record batches are accepted")
+    size = batch_size_at(buf, position)
+    if size is not None and size > max_message_bytes and size <= remaining:
+        raise KafkaApiError(ErrorCode.MESSAGE_TOO_LARGE,
+                            f"batch of {size} bytes at position {position} exceeds "
+                            f"max.message.bytes {max_message_bytes}")
+    header = read_header(buf, position)
+    if not crc_ok(buf, header):
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"CRC mismatch at position {position}")
+    if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
+        raise KafkaApiError(ErrorCode.INVALID_RECORD,
+                            f"record count {header.record_count} does not match last offset "
+                            f"delta {header.last_offset_delta} at position {position}")
+    if header.compression not in COMPRESSION_NAMES:
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                            f"compression codec {header.compression} at position {position}")
+    if header.is_control:
+        raise KafkaApiError(ErrorCode.INVALID_RECORD,
+                            f"clients may not write control batches (position {position})")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise KafkaApiError(ErrorCode.INVALID_RECORD,
+                            f"producer id {header.producer_id} with sequence "
+                            f"{header.base_sequence} at position {position}")
+    return header
+
+
+def validate_produce_records(records, max_message_bytes: int) -> list[BatchHeader]:
+    """Check the records blob of one partition of a Produce request; return its headers.
+
+    Only headers and CRCs are looked at, never individual records.  Raises
+    KafkaApiError with UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1),
+    MESSAGE_TOO_LARGE, CORRUPT_MESSAGE (bad CRC, magic, length, trailing
+    bytes), INVALID_RECORD (empty blob, record count inconsistent with the
+    offset delta, control batch, producer id without a sequence) or
+    UNSUPPORTED_COMPRESSION_TYPE.
+    """
+    if not records:
+        raise KafkaApiError(ErrorCode.INVALID_RECORD, "no record batch in produce data")
+    headers: list[BatchHeader] = []
+    position, end = 0, len(records)
+    while position < end:
+        header = _validate_one(records, position, max_message_bytes)
+        headers.append(header)
+        position += header.size
+    return headers
+
+
+def stamp(buf: bytearray, position: int, base_offset: int, leader_epoch: int) -> None:
+    """Write baseOffset and partitionLeaderEpoch of the batch at ``position`` (outside the CRC)."""
+    _I64.pack_into(buf, position, base_offset)
+    _I32.pack_into(buf, position + 12, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -> None:
+    """Mark the batch as LogAppendTime with maxTimestamp ``now_ms`` and recompute its CRC.
+
+    baseTimestamp is kept, as Kafka does: readers of a LogAppendTime batch
+    take every record's timestamp from maxTimestamp.
+    """
+    attributes = _I16.unpack_from(buf, position + ATTRIBUTES_OFFSET)[0]
+    _I16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, now_ms)
+    crc = crc32c.crc32c(memoryview(buf)[position + CRC_START:position + size])
+    _U32.pack_into(buf, position + CRC_OFFSET, crc)
+
+
+def compression_of(buf, header: BatchHeader) -> str:
+    """Name of the codec ('none', 'gzip', ...) the batch at ``header.position`` uses.
+
+    Raises KafkaApiError(UNSUPPORTED_COMPRESSION_TYPE) for codecs 5-7.
+    """
+    codec = _I16.unpack_from(buf, header.position + ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK
+    try:
+        return COMPRESSION_NAMES[codec]
+    except KeyError:
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                            f"compression codec {codec} at position {header.position}") from None
+
+
+# -- record timestamps: the one place records are decoded (ListOffsets by time) --
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    # The Java client frames snappy the xerial way: 16-byte header, then blocks
+    # each prefixed by an int32 length; other clients send one raw block.
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out, position = bytearray(), 16
+    while position < len(data):
+        (length,) = _I32.unpack_from(data, position)
+        position += 4
+        out += bytes(cramjam.snappy.decompress_raw(data[position:position + length]))
+        position += length
+    return bytes(out)
+
+
+_DECOMPRESS = {
+    1: lambda data: bytes(cramjam.gzip.decompress(data)),
+    2: _snappy_decompress,
+    3: lambda data: bytes(cramjam.lz4.decompress(data)),
+    4: lambda data: bytes(cramjam.zstd.decompress(data)),
+}
+
+
+def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), position
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def record_timestamps(buf, header: BatchHeader) -> Iterator[tuple[int, int]]:
+    """Yield (offset, timestamp) of every record of the batch, decompressing if needed.
+
+    Raises KafkaApiError(CORRUPT_MESSAGE) if the records cannot be decoded.
+    """
+    start = header.position + HEADER_SIZE
+    body = bytes(memoryview(buf)[start:header.position + header.size])
+    try:
+        if header.compression:
+            body = _DECOMPRESS[header.compression](body)
+        position = 0
+        for _ in range(header.record_count):
+            length, position = _read_varint(body, position)
+            next_record = position + length
+            ts_delta, position = _read_varint(body, position + 1)   # after attributes
+            offset_delta, position = _read_varint(body, position)
+            if header.timestamp_type:
+                timestamp = header.max_timestamp
+            else:
+                timestamp = header.base_timestamp + ts_delta
+            yield header.base_offset + offset_delta, timestamp
+            position = next_record
+    except (ValueError, IndexError, KeyError, struct.error, cramjam.DecompressionError) as exc:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"undecodable records in batch at position {header.position}: {exc}"
+                            ) from None
