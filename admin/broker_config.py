@@ -264,6 +264,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "Replication factor of the transaction topic (accepted; 1 is effective).", at_least(1)),
     ConfigKey("transaction.state.log.min.isr", T.INT, 1, "min.insync.replicas of the transaction topic.",
               at_least(1)),
+    ConfigKey("share.coordinator.state.topic.replication.factor", T.SHORT, 1,
+              "Replication factor of the share-group state topic.", at_least(1), ignored="kwire has no share groups"),
+    ConfigKey("share.coordinator.state.topic.min.isr", T.SHORT, 1,
+              "min.insync.replicas of the share-group state topic.", at_least(1),
+              ignored="kwire has no share groups"),
     # Keys from Kafka's stock server.properties that only tune the JVM broker's thread pools.
     ConfigKey("num.network.threads", T.INT, 3, "Network threads.", at_least(1), ignored="kwire is one Trio thread"),
     ConfigKey("num.io.threads", T.INT, 8, "I/O threads.", at_least(1), ignored="kwire is one Trio thread"),

@@ -272,3 +272,62 @@ def test_broker_config_is_frozen():
     with pytest.raises(AttributeError):
         c.num_partitions = 5  # type: ignore[misc]
     assert isinstance(c, BrokerConfig)
+
+
+STOCK_KRAFT_PROPERTIES = """\
+############################# Server Basics #############################
+
+# The role of this server. Setting this puts us in KRaft mode
+process.roles=broker,controller
+
+# The node id associated with this instance's roles
+node.id=1
+
+# List of controller endpoints used connect to the controller cluster
+controller.quorum.bootstrap.servers=localhost:9093
+
+############################# Socket Server Settings #############################
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+
+############################# Log Basics #############################
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+
+############################# Internal Topic Settings  #############################
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+
+############################# Log Flush Policy #############################
+#log.flush.interval.messages=10000
+#log.flush.interval.ms=1000
+
+############################# Log Retention Policy #############################
+log.retention.hours=168
+#log.retention.bytes=1073741824
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_kafka_stock_kraft_server_properties_runs_without_warnings():
+    c = broker_config_from_text(STOCK_KRAFT_PROPERTIES)
+    assert c.warnings == ()
+    assert c.node_id == 1 and c.log_dirs == ("/tmp/kraft-combined-logs",)
+    assert (c.listen_host, c.listen_port) == ("", 9092)
+    assert (c.advertised_host, c.advertised_port) == ("localhost", 9092)
+    assert c.log_config() == LogConfig()
+    assert {n.split("=")[0] for n in c.notes} >= {"process.roles", "controller.quorum.bootstrap.servers",
+                                                  "inter.broker.listener.name", "num.io.threads"}
