@@ -262,10 +262,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "(accepted; 1 is effective).", at_least(1)),
     ConfigKey("transaction.state.log.replication.factor", T.SHORT, 1,
               "Replication factor of the transaction topic (accepted; 1 is effective).", at_least(1)),
+    # kwire: Kafka's default is 2, unsatisfiable on one node.
     ConfigKey("transaction.state.log.min.isr", T.INT, 1, "min.insync.replicas of the transaction topic.",
               at_least(1)),
     ConfigKey("share.coordinator.state.topic.replication.factor", T.SHORT, 1,
-              "Replication factor of the share-group state topic.", at_least(1), ignored="kwire has no share groups"),
+              "Replication factor of the share-group state topic.", at_least(1),
+              ignored="kwire has no share groups"),
     ConfigKey("share.coordinator.state.topic.min.isr", T.SHORT, 1,
               "min.insync.replicas of the share-group state topic.", at_least(1),
               ignored="kwire has no share groups"),
