@@ -115,11 +115,12 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (INT32_MAX + 1)
 
 
-def read_header(buf, position: int = 0) -> BatchHeader:
-    """Unpack the header at ``position`` and check that the whole batch fits in ``buf``.
+def read_header(buf, position: int = 0, *, whole: bool = True) -> BatchHeader:
+    """Unpack the header at ``position``; with ``whole``, check the batch fits in ``buf``.
 
     Raises KafkaApiError(CORRUPT_MESSAGE) if the header is cut short, the
-    magic is not 2, the length is too small or runs past the end of ``buf``.
+    magic is not 2, the length is too small or (``whole``) the batch runs
+    past the end of ``buf``.
     """
     available = len(buf) - position
     if available < HEADER_SIZE:
@@ -133,7 +134,7 @@ def read_header(buf, position: int = 0) -> BatchHeader:
     if header.batch_length < MIN_BATCH_LENGTH:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"batch length {header.batch_length} at position {position}")
-    if header.size > available:
+    if whole and header.size > available:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"batch at position {position} needs {header.size} bytes, "
                             f"{available} left")

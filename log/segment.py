@@ -1,0 +1,374 @@
+"""One log segment: a ``.log`` file of whole v2 batches plus its two sparse indexes.
+
+Files, named by the segment's base offset in 20 digits::
+
+    00000000000000000000.log         batches exactly as received (base offsets stamped)
+    00000000000000000000.index       see kwire.log.index
+    00000000000000000000.timeindex
+    00000000000000000000.log.corrupt-<ms>   bytes cut off by recovery, kept as evidence
+
+The ``.log`` file is written with ``os.write`` on an ``O_APPEND`` descriptor
+and read with ``os.pread``; nothing here fsyncs except ``flush``.  A segment
+knows its size, the offset after its last batch (``next_offset``) and its
+largest timestamp; on a clean open these come from the index files and, for
+the active segment only, from the batch headers after the last index entry.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Iterator
+
+from kwire.codecs import records
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.codecs.records import BatchHeader
+
+from .index import IndexCorrupt, OffsetIndex, TimeIndex
+
+HEADER_CHUNK = 16 * 1024         # pread size when walking headers only
+RECOVERY_CHUNK = 4 * 1024 * 1024  # pread size when checking CRCs
+NO_TIMESTAMP = -1
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    """A segment file and its indexes.  Not thread-safe except ``flush`` vs. the rest."""
+
+    def __init__(self, directory: str, base_offset: int, *, created_ms: int,
+                 index_interval: int = 4096):
+        stem = os.path.join(directory, segment_name(base_offset))
+        self.base_offset = base_offset
+        self.log_path = stem + ".log"
+        self.offset_index = OffsetIndex(stem + ".index")
+        self.time_index = TimeIndex(stem + ".timeindex")
+        self.created_ms = created_ms
+        self.index_interval = index_interval      # index.interval.bytes, updated live
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.max_timestamp_offset = base_offset   # last offset of the batch that reached it
+        self.first_batch_timestamp: int | None = None
+        self._bytes_since_index = 0
+        self._fd: int | None = None
+        self._lock = threading.Lock()             # flush (worker thread) vs. close/delete
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path!r}, size={self.size}, next_offset={self.next_offset})"
+
+    # -- opening ----------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str, base_offset: int, *, now_ms: int,
+               index_interval: int) -> LogSegment:
+        """A new empty segment (files created, truncated if left over)."""
+        segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        os.close(os.open(segment.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        return segment
+
+    @classmethod
+    def open_existing(cls, directory: str, base_offset: int, *, next_offset: int | None,
+                      now_ms: int, index_interval: int) -> LogSegment:
+        """Open after a clean shutdown, trusting the indexes unless they are torn.
+
+        ``next_offset`` is known for a closed segment (the next segment's base);
+        None for the active one, whose tail is found by walking the headers after
+        the last index entry.  Reads no record data.  Raises KafkaApiError
+        (CORRUPT_MESSAGE) if those headers are inconsistent.
+        """
+        segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval)
+        segment.size = os.stat(segment.log_path).st_size
+        if not (segment.offset_index.is_sane() and segment.time_index.is_sane()):
+            segment.rebuild_indexes()
+            return segment
+        last_time = segment.time_index.last_entry_on_disk()
+        if last_time is not None:
+            segment.max_timestamp = last_time[0]
+            segment.max_timestamp_offset = base_offset + last_time[1]
+        if next_offset is not None:
+            segment.next_offset = next_offset
+        else:
+            last = segment.offset_index.last_entry_on_disk()
+            if last is not None and last[1] >= segment.size:
+                segment.rebuild_indexes()
+                return segment
+            for header in segment.iter_headers(last[1] if last else 0):
+                segment._observe(header, index=False)
+            if segment.size and segment.first_batch_timestamp is None:
+                segment.first_batch_timestamp = next(segment.iter_headers(0)).max_timestamp
+        return segment
+
+    def indexes_look_sane(self) -> bool:
+        """Cheap trust check for a closed segment: whole index entries that point inside the log."""
+        if not (self.offset_index.is_sane() and self.time_index.is_sane()):
+            return False
+        last = self.offset_index.last_entry_on_disk()
+        try:
+            size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            return False
+        return last is None or (0 <= last[1] < size and last[0] >= 0)
+
+    # -- reading ----------------------------------------------------------
+
+    def _file(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
+
+    def read(self, position: int, size: int) -> bytes:
+        """Bytes ``[position, position + size)`` of the log file (fewer at its end)."""
+        return os.pread(self._file(), size, position)
+
+    def iter_headers(self, position: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Yield batch headers from ``position`` (a batch start) to ``end``, reading headers only.
+
+        Raises KafkaApiError(CORRUPT_MESSAGE) naming file and position if a
+        header is cut short or inconsistent.
+        """
+        end = self.size if end is None else end
+        fd = self._file()
+        while position < end:
+            chunk = os.pread(fd, min(HEADER_CHUNK, end - position), position)
+            at = 0
+            while at < len(chunk):
+                try:
+                    header = records.read_header(chunk, at, whole=False)
+                except KafkaApiError as exc:
+                    if len(chunk) - at < records.HEADER_SIZE and position + len(chunk) < end:
+                        break                       # header straddles the chunk: read on
+                    raise self._corrupt(position + at, exc.message) from None
+                header.position = position + at
+                if header.position + header.size > end:
+                    raise self._corrupt(header.position, f"batch of {header.size} bytes "
+                                        f"runs past the end at {end}")
+                yield header
+                at += header.size
+            position += at
+
+    def _corrupt(self, position: int, why: str | None) -> KafkaApiError:
+        return KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                             f"{self.log_path} at position {position}: {why}")
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """Header of the batch containing ``offset``, or None if it is past this segment."""
+        if offset >= self.next_offset:
+            return None
+        entry = self._lookup(self.offset_index, max(offset, self.base_offset) - self.base_offset)
+        for header in self.iter_headers(entry[1] if entry else 0):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def _lookup(self, index, key: int):
+        try:
+            return index.floor(key)
+        except IndexCorrupt:
+            self.rebuild_indexes()
+            return index.floor(key)
+
+    def find_timestamp(self, target: int, min_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``min_offset`` with timestamp >= target.
+
+        Decodes only the batch that holds the answer.  Raises KafkaApiError(CORRUPT_MESSAGE).
+        """
+        if self.max_timestamp < target or min_offset >= self.next_offset:
+            return None
+        entry = self._lookup(self.time_index, target)
+        start = max(min_offset, self.base_offset + entry[1] if entry else self.base_offset)
+        first = self.find_batch(start)
+        if first is None:
+            return None
+        for header in self.iter_headers(first.position):
+            if header.last_offset < min_offset or header.max_timestamp < target:
+                continue
+            for offset, timestamp in self._record_timestamps(header):
+                if offset >= min_offset and timestamp >= target:
+                    return offset, timestamp
+        return None
+
+    def max_timestamp_record(self, min_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``min_offset`` with the max timestamp.
+
+        Raises KafkaApiError(CORRUPT_MESSAGE).
+        """
+        if self.max_timestamp == NO_TIMESTAMP or min_offset >= self.next_offset:
+            return None
+        if self.max_timestamp_offset >= min_offset:
+            header = self.find_batch(self.max_timestamp_offset)
+        else:   # the max lies below the log start offset: walk what is left
+            first = self.find_batch(min_offset)
+            header = max(self.iter_headers(first.position),
+                         key=lambda h: (h.max_timestamp, -h.base_offset))
+        if header is None or header.max_timestamp == NO_TIMESTAMP:
+            return None
+        for offset, timestamp in self._record_timestamps(header):
+            if offset >= min_offset and timestamp >= header.max_timestamp:
+                return offset, timestamp
+        return header.last_offset, header.max_timestamp
+
+    def _record_timestamps(self, header: BatchHeader) -> list[tuple[int, int]]:
+        data = self.read(header.position, header.size)
+        try:
+            local = records.read_header(data, 0)
+            return list(records.record_timestamps(data, local))
+        except KafkaApiError as exc:
+            raise self._corrupt(header.position, exc.message) from None
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime if no record carries one (Kafka's rule)."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    # -- writing ----------------------------------------------------------
+
+    def append(self, buf, headers: list[BatchHeader]) -> None:
+        """Write whole batches at the end; ``headers`` positions are relative to ``buf``.
+
+        Raises KafkaApiError(KAFKA_STORAGE_ERROR) if the write fails; the file
+        is cut back to its previous size first.
+        """
+        start = self.size
+        fd = self._file()
+        view = memoryview(buf)
+        try:
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+        except OSError as exc:
+            self._truncate_quietly(start)
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"{self.log_path} at position {start}: {exc}") from None
+        self.size = start + len(view)
+        for header in headers:
+            header.position += start
+        try:
+            for header in headers:
+                self._observe(header)
+        except IndexCorrupt:
+            self.rebuild_indexes()
+
+    def _truncate_quietly(self, size: int) -> None:
+        try:
+            os.ftruncate(self._file(), size)
+        except OSError:
+            pass
+
+    def _observe(self, header: BatchHeader, *, index: bool = True) -> None:
+        """Account for a batch now in the file; add index entries Kafka's way."""
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.max_timestamp_offset = header.last_offset
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if index and self._bytes_since_index > self.index_interval:
+            self.offset_index.append(header.base_offset - self.base_offset, header.position)
+            self._append_time_entry()
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+        self.next_offset = header.next_offset
+
+    def _append_time_entry(self) -> None:
+        last = self.time_index.last_entry_on_disk()
+        if self.max_timestamp != NO_TIMESTAMP and (last is None or self.max_timestamp > last[0]):
+            self.time_index.append(self.max_timestamp, self.max_timestamp_offset - self.base_offset)
+
+    def seal(self) -> None:
+        """Record the final max timestamp in the time index (on roll and on close)."""
+        try:
+            self._append_time_entry()
+        except IndexCorrupt:
+            self.rebuild_indexes()
+
+    def rebuild_indexes(self) -> None:
+        """Regenerate both indexes from the batch headers (reads headers only).
+
+        Raises KafkaApiError(CORRUPT_MESSAGE) if a header is inconsistent.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.max_timestamp_offset = NO_TIMESTAMP, self.base_offset
+        self.first_batch_timestamp, self.next_offset = None, self.base_offset
+        self._bytes_since_index = 0
+        for header in self.iter_headers(0):
+            self._observe(header)
+        self.seal()
+
+    # -- recovery ---------------------------------------------------------
+
+    def recover(self, *, now_ms: int) -> int:
+        """Check every batch (CRC included), cut the file at the first bad byte, rebuild indexes.
+
+        The cut bytes are kept in ``<name>.log.corrupt-<now_ms>``.  Returns the
+        number of bytes cut.  Never raises for bad data; OSError for I/O failures.
+        """
+        self.size = os.fstat(self._file()).st_size
+        valid = self._valid_length()
+        cut = self.size - valid
+        if cut:
+            with open(f"{self.log_path}.corrupt-{now_ms}", "wb") as evidence:
+                evidence.write(self.read(valid, cut))
+            os.ftruncate(self._file(), valid)
+            self.size = valid
+        self.rebuild_indexes()
+        return cut
+
+    def _valid_length(self) -> int:
+        """Bytes from the start that hold whole, CRC-valid batches with ascending offsets."""
+        position, need, expected = 0, 0, self.base_offset
+        while position < self.size:
+            chunk = self.read(position, min(max(RECOVERY_CHUNK, need), self.size - position))
+            found, _ = records.scan_valid_prefix(chunk)
+            advance = 0
+            for header in found:
+                if header.base_offset < expected:
+                    return position + advance
+                expected = header.next_offset
+                advance += header.size
+            position += advance
+            claimed = records.batch_size_at(chunk, advance)
+            straddles = (claimed is None and position + len(chunk) - advance < self.size) or (
+                claimed is not None and records.HEADER_SIZE <= claimed
+                and claimed > len(chunk) - advance and position + claimed <= self.size)
+            if advance < len(chunk) and not straddles:
+                return position
+            need = claimed or 0
+        return position
+
+    def truncate_to(self, size: int) -> None:
+        """Drop bytes from ``size`` on (a batch boundary) and rebuild the indexes."""
+        os.ftruncate(self._file(), size)
+        self.size = size
+        self.rebuild_indexes()
+
+    # -- lifecycle --------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log and index files.  Safe to call from a worker thread."""
+        with self._lock:
+            if self._fd is not None:
+                os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self.offset_index.close()
+            self.time_index.close()
+
+    def delete(self) -> None:
+        """Close and unlink the three files."""
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
