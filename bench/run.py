@@ -550,6 +550,8 @@ COMPARE = [
 
 def _value(bres: dict, w: str, key: str):
     if w == "stop":
+        if bres.get("error"):  # never served: its RSS says nothing
+            return None
         return (bres.get("stop") or {}).get(key) or None
     r = bres["workloads"].get(w)
     if r is None or not r["ok"]:

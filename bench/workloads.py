@@ -603,6 +603,12 @@ def e2e_latency(bootstrap: str, topic: str, rate: int, duration_s: float,
     vals = sorted(lat_ns[i] / 1e6 for i in range(count) if seen[i])
     n = len(vals)
     acks_sorted = sorted(ack_ms[-count:])
+    # drift check: median latency of the records sent in each second
+    p50_per_s = []
+    for lo in range(0, count, rate):
+        sec = sorted(lat_ns[i] / 1e6 for i in range(lo, min(count, lo + rate))
+                     if seen[i])
+        p50_per_s.append(round(_pct(sec, 50), 2) if sec else None)
     metrics = {
         "target_rate": rate,
         "duration_s": duration_s,
@@ -626,6 +632,7 @@ def e2e_latency(bootstrap: str, topic: str, rate: int, duration_s: float,
         "ack_p50_ms": round(_pct(acks_sorted, 50), 3) if acks_sorted else None,
         "ack_p99_ms": round(_pct(acks_sorted, 99), 3) if acks_sorted else None,
         "client_cpu_s": round(client_cpu, 2),
+        "p50_ms_each_second": p50_per_s,
     }
     if n == 0:
         return fail("no timed records received")
