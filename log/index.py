@@ -99,6 +99,11 @@ class _SparseIndex:
         i = bisect.bisect_right(self._keys, key)
         return (self._keys[i - 1], self._values[i - 1]) if i else None
 
+    def last(self) -> tuple[int, int] | None:
+        """The last entry (loading the index), or None if empty.  Raises IndexCorrupt."""
+        self.ensure_loaded()
+        return (self._keys[-1], self._values[-1]) if self._keys else None
+
     def __len__(self) -> int:
         self.ensure_loaded()
         return len(self._keys)

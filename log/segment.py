@@ -274,8 +274,10 @@ class LogSegment:
         self.next_offset = header.next_offset
 
     def _append_time_entry(self) -> None:
-        last = self.time_index.last_entry_on_disk()
-        if self.max_timestamp != NO_TIMESTAMP and (last is None or self.max_timestamp > last[0]):
+        if self.max_timestamp == NO_TIMESTAMP:
+            return
+        last = self.time_index.last()
+        if last is None or self.max_timestamp > last[0]:
             self.time_index.append(self.max_timestamp, self.max_timestamp_offset - self.base_offset)
 
     def seal(self) -> None:
