@@ -230,3 +230,27 @@ def test_delete_removes_directory(open_log, tmp_path):
     fill(log, 2)
     log.delete()
     assert not os.path.exists(tmp_path / "t-0")
+
+
+def test_flush_in_a_worker_thread_while_appending_and_rolling(open_log):
+    import threading
+    log = open_log(segment_bytes=2_000, flush_interval_messages=10)
+    errors, stop = [], threading.Event()
+
+    def flusher():
+        while not stop.is_set():
+            try:
+                log.flush()
+            except Exception as exc:             # pragma: no cover - the assertion reports it
+                errors.append(exc)
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        fill(log, 300)
+        log.update_config(LogConfig(segment_bytes=2_000, retention_bytes=0))
+        log.apply_retention(0)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert log.log_end_offset == 900 and len(log.segments) == 1
