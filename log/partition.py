@@ -294,9 +294,15 @@ class PartitionLog:
 
     # -- durability -------------------------------------------------------
 
-    def flush(self) -> None:
-        """fsync everything written so far.  Blocking; may run in a worker thread. Raises OSError."""
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync everything written so far; ``now_ms`` restarts the flush.ms clock.
+
+        Blocking: run it in a worker thread (it may overlap ``append``/``read``).
+        Raises OSError.
+        """
         with self._lock:
+            if now_ms is not None:
+                self._last_flush_ms = now_ms
             pending = self._unflushed_segments + [self.segments[-1]]
             self._unflushed_segments = []
             self._unflushed_messages = 0
@@ -304,7 +310,10 @@ class PartitionLog:
             segment.flush()
 
     def flush_due(self, now_ms: int) -> bool:
-        """True if flush.ms has elapsed since the last flush and something is unflushed."""
+        """True if flush.ms has elapsed since the last flush and something is unflushed.
+
+        Non-blocking; pair with ``flush(now_ms)`` in a worker thread.
+        """
         return (now_ms - self._last_flush_ms >= self.config.flush_interval_ms
                 and (self._unflushed_messages > 0 or bool(self._unflushed_segments)))
 
@@ -312,8 +321,7 @@ class PartitionLog:
         """``flush()`` if flush.ms has elapsed; returns whether it flushed.  Blocking."""
         if not self.flush_due(now_ms):
             return False
-        self._last_flush_ms = now_ms
-        self.flush()
+        self.flush(now_ms)
         return True
 
     def close(self) -> None:

@@ -254,3 +254,12 @@ def test_flush_in_a_worker_thread_while_appending_and_rolling(open_log):
         thread.join()
     assert not errors
     assert log.log_end_offset == 900 and len(log.segments) == 1
+
+
+def test_flush_due_then_flush_restarts_the_clock(open_log):
+    log = open_log(flush_interval_ms=100)
+    log.append(build_batch([b"a"]), now_ms=0)
+    assert log.flush_due(100)
+    log.flush(now_ms=100)
+    log.append(build_batch([b"a"]), now_ms=150)
+    assert not log.flush_due(150) and log.flush_due(200)
