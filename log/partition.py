@@ -111,20 +111,21 @@ class PartitionLog:
                 bases.append(int(stem))
         return sorted(bases)
 
-    def _open_clean(self, bases: list[int], now_ms: int) -> list[LogSegment]:
+    def _open_segment(self, base: int, next_offset: int | None, now_ms: int) -> LogSegment:
+        """Open trusting the indexes; if the headers it must read are damaged, recover it."""
         interval = self.config.index_interval_bytes
-        segments = [LogSegment.open_existing(self.path, base, next_offset=nxt, now_ms=now_ms,
-                                             index_interval=interval)
-                    for base, nxt in zip(bases, bases[1:])]
         try:
-            active = LogSegment.open_existing(self.path, bases[-1], next_offset=None,
-                                              now_ms=now_ms, index_interval=interval)
+            return LogSegment.open_existing(self.path, base, next_offset=next_offset,
+                                            now_ms=now_ms, index_interval=interval)
         except KafkaApiError as exc:
-            logger.warning("%s: clean open failed (%s); recovering the active segment",
-                           self.path, exc)
-            active = LogSegment(self.path, bases[-1], created_ms=now_ms, index_interval=interval)
-            active.recover(now_ms=now_ms)
-        return segments + [active]
+            logger.warning("%s: clean open failed (%s); recovering that segment", self.path, exc)
+            segment = LogSegment(self.path, base, created_ms=now_ms, index_interval=interval)
+            segment.recover(now_ms=now_ms)
+            return segment
+
+    def _open_clean(self, bases: list[int], now_ms: int) -> list[LogSegment]:
+        closed = [self._open_segment(base, nxt, now_ms) for base, nxt in zip(bases, bases[1:])]
+        return closed + [self._open_segment(bases[-1], None, now_ms)]
 
     def _open_recovering(self, bases: list[int], now_ms: int) -> list[LogSegment]:
         """Trust closed segments up to the last with sane indexes; check every batch after it."""
@@ -133,8 +134,7 @@ class PartitionLog:
         first_suspect = len(probe) - 1
         while first_suspect > 0 and not probe[first_suspect - 1].indexes_look_sane():
             first_suspect -= 1
-        segments = [LogSegment.open_existing(self.path, base, next_offset=nxt, now_ms=now_ms,
-                                             index_interval=interval)
+        segments = [self._open_segment(base, nxt, now_ms)
                     for base, nxt in zip(bases[:first_suspect], bases[1:first_suspect + 1])]
         for i in range(first_suspect, len(probe)):
             segment = probe[i]

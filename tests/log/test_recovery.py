@@ -157,3 +157,23 @@ def test_recover_leaves_a_clean_log_untouched(open_log):
     assert (again.read(0, 1 << 30), again.log_end_offset) == (full, leo)
     assert not glob.glob(os.path.join(os.path.dirname(again.segments[0].log_path), "*.corrupt-*"))
     assert [o for o, _, _ in decode(full)] == list(range(leo))
+
+
+def test_clean_open_with_torn_index_and_damaged_header_recovers_that_segment(open_log):
+    log = open_log(segment_bytes=600, index_interval_bytes=64)
+    write_batches(log, 30)
+    segments = list(log.segments)
+    log.close()
+    victim = segments[0]
+    with open(victim.offset_index.path, "ab") as f:
+        f.write(b"\x00")                         # torn: forces a header walk
+    data = open(victim.log_path, "rb").read()
+    ends = boundaries(data)
+    with open(victim.log_path, "r+b") as f:
+        f.seek(ends[1][0] + 16)                  # magic byte of the third batch
+        f.write(b"\x07")
+    again = open_log(segment_bytes=600, index_interval_bytes=64)
+    assert again.segments[0].size == ends[1][0]
+    assert glob.glob(victim.log_path + ".corrupt-*")
+    assert again.log_end_offset == segments[-1].next_offset     # later segments kept
+    assert again.read(ends[1][1] + 1, 1 << 20)                  # read skips the gap
