@@ -1,0 +1,84 @@
+"""Broker state shared by every connection: config, logs, and wake-ups."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import trio
+
+from kwire.admin.broker_config import BrokerConfig
+from kwire.admin.topic_config import effective_log_config
+from kwire.log.manager import LogManager
+
+logger = logging.getLogger("kwire")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclasses.dataclass
+class Endpoint:
+    host: str
+    port: int
+
+
+class Broker:
+    """One kwire node.  All mutation happens on the Trio thread."""
+
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id = config.node_id
+        self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
+                               node_id=config.node_id, cluster_id=config.cluster_id)
+        self.advertised: Endpoint | None = None
+        self._appended = trio.Event()
+        self.connections = 0
+
+    @property
+    def cluster_id(self) -> str:
+        return self.logs.cluster_id
+
+    def open(self) -> None:
+        self.logs.open(now_ms())
+
+    def close(self) -> None:
+        self.logs.close()
+
+    # -- wake-ups for long-polling fetches ------------------------------------
+    def notify_appended(self) -> None:
+        self._appended.set()
+        self._appended = trio.Event()
+
+    async def wait_appended(self, deadline: float) -> None:
+        """Return at the next append anywhere, or at ``deadline`` (trio clock)."""
+        event = self._appended
+        with trio.move_on_at(deadline):
+            await event.wait()
+
+    # -- background work --------------------------------------------------------
+    async def run_housekeeping(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Retention every log.retention.check.interval.ms; time-based flushes every second."""
+        task_status.started()
+        interval = self.config.log_retention_check_interval_ms / 1000
+        next_retention = trio.current_time() + interval
+        while True:
+            await trio.sleep(min(1.0, interval))
+            now = now_ms()
+            for _topic, plog in list(self.logs.all_partitions()):
+                if plog.flush_due(now):
+                    await trio.to_thread.run_sync(plog.flush, now)
+            if trio.current_time() >= next_retention:
+                next_retention = trio.current_time() + interval
+                self.apply_retention()
+
+    def apply_retention(self) -> int:
+        deleted = 0
+        now = now_ms()
+        for topic, plog in list(self.logs.all_partitions()):
+            if "delete" in plog.config.cleanup_policy:
+                deleted += plog.apply_retention(now)
+        if deleted:
+            logger.info("retention deleted %d segment(s)", deleted)
+        return deleted

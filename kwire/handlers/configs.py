@@ -1,0 +1,101 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
+
+Topic configs are validated, persisted with the topic and applied live.
+Broker configs are static (server.properties): described, never altered.
+"""
+from __future__ import annotations
+
+from kwire.admin.describe import describe_broker, describe_topic
+from kwire.admin.topic_config import apply_incremental, validate_topic_configs
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..registry import handles
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+def check_broker_name(ctx, name: str) -> None:
+    if name not in ("", str(ctx.broker.node_id)):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker.node_id} "
+                                                         f"or empty string, but received {name}")
+
+
+def describe_one(ctx, request, r) -> dict:
+    result = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+              "resource_name": r.resource_name, "configs": []}
+    synonyms = bool(getattr(request, "include_synonyms", False))
+    docs = bool(getattr(request, "include_documentation", False))
+    try:
+        if r.resource_type == TOPIC:
+            topic = ctx.broker.logs.get(r.resource_name)
+            if topic is None:
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    f"Topic '{r.resource_name}' does not exist.")
+            entries = describe_topic(ctx.broker.config, topic.configs, r.configuration_keys, synonyms, docs)
+        elif r.resource_type == BROKER:
+            check_broker_name(ctx, r.resource_name)
+            entries = describe_broker(ctx.broker.config, r.configuration_keys, synonyms, docs,
+                                      per_broker=r.resource_name != "")
+        elif r.resource_type == BROKER_LOGGER:
+            entries = []
+        else:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
+    except KafkaApiError as exc:
+        result.update(error_code=int(exc.code), error_message=exc.message)
+        return result
+    result["configs"] = [{
+        "name": e.name, "value": e.value, "read_only": e.read_only, "is_default": e.is_default,
+        "config_source": e.source, "is_sensitive": e.is_sensitive,
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms] if synonyms else [],
+        "config_type": e.config_type, "documentation": e.documentation} for e in entries]
+    return result
+
+
+@handles(32, 1, 4)
+async def handle_describe_configs(ctx, request):
+    return {"throttle_time_ms": 0, "results": [describe_one(ctx, request, r) for r in request.resources]}
+
+
+def alter_topic(ctx, name: str, new_configs: dict, validate_only: bool) -> None:
+    topic = ctx.broker.logs.get(name)
+    if topic is None:
+        raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    configs = validate_topic_configs(new_configs)
+    if not validate_only:
+        ctx.broker.logs.set_topic_configs(name, configs)
+
+
+def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
+    out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+           "resource_name": r.resource_name}
+    try:
+        if r.resource_type == TOPIC:
+            topic = ctx.broker.logs.get(r.resource_name)
+            current = dict(topic.configs) if topic else {}
+            if incremental:
+                ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+                new = apply_incremental(current, ops)
+            else:
+                new = {c.name: c.value for c in r.configs if c.value is not None}
+            alter_topic(ctx, r.resource_name, new, validate_only)
+        elif r.resource_type in (BROKER, BROKER_LOGGER):
+            check_broker_name(ctx, r.resource_name)
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "kwire broker configs are static: edit server.properties and restart")
+        else:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
+    except KafkaApiError as exc:
+        out.update(error_code=int(exc.code), error_message=exc.message)
+    return out
+
+
+@handles(33, 0, 2)
+async def handle_alter_configs(ctx, request):
+    return {"throttle_time_ms": 0,
+            "responses": [alter_one(ctx, r, request.validate_only, False) for r in request.resources]}
+
+
+@handles(44, 0, 1)
+async def handle_incremental_alter_configs(ctx, request):
+    return {"throttle_time_ms": 0,
+            "responses": [alter_one(ctx, r, request.validate_only, True) for r in request.resources]}

@@ -1,0 +1,82 @@
+"""Fetch (1): byte slices of the log, long-polled until min_bytes or max_wait_ms.
+
+No fetch sessions: kwire answers session id 0, which every client accepts as
+"full fetch requests only".  Without transactions the last stable offset is
+the high watermark and the aborted-transactions list is empty.
+"""
+from __future__ import annotations
+
+import trio
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..registry import handles
+
+
+def check_leader_epoch(plog, current_leader_epoch: int) -> None:
+    """Raises KafkaApiError(FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH) on a mismatch."""
+    if current_leader_epoch is None or current_leader_epoch < 0:
+        return
+    if current_leader_epoch < plog.leader_epoch:
+        raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
+    if current_leader_epoch > plog.leader_epoch:
+        raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
+    return {"partition_index": index, "error_code": int(code),
+            "high_watermark": plog.high_watermark if plog else -1,
+            "last_stable_offset": plog.high_watermark if plog else -1,
+            "log_start_offset": plog.log_start_offset if plog else -1,
+            "aborted_transactions": None if plog is None else [], "preferred_read_replica": -1,
+            "records": b""}
+
+
+def read_partition(ctx, topic_name: str, p, budget: int, first: bool) -> tuple[dict, int]:
+    plog = ctx.broker.logs.partition(topic_name, p.partition)
+    if plog is None:
+        return empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+    try:
+        check_leader_epoch(plog, p.current_leader_epoch)
+        if budget > 0 or first:
+            data = plog.read(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
+                             min_one_batch=first)
+        else:
+            data = b""
+            if not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
+                raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
+    except KafkaApiError as exc:
+        return empty_partition(p.partition, exc.code, plog), 0
+    entry = empty_partition(p.partition, ErrorCode.NONE, plog)
+    entry["records"] = data
+    return entry, len(data)
+
+
+def build_response(ctx, request) -> tuple[list[dict], int, bool]:
+    budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    responses = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            entry, size = read_partition(ctx, topic.topic, p, budget - total, total == 0)
+            total += size
+            errors = errors or entry["error_code"] != 0
+            parts.append(entry)
+        responses.append({"topic": topic.topic, "partitions": parts})
+    return responses, total, errors
+
+
+@handles(1, 4, 12)
+async def handle_fetch(ctx, request):
+    if getattr(request, "session_id", 0) not in (0, None) and ctx.api_version >= 7:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                "session_id": 0, "responses": []}
+    deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        responses, total, errors = build_response(ctx, request)
+        if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
+            break
+        await ctx.broker.wait_appended(deadline)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -1,0 +1,69 @@
+"""ListOffsets (2) and DeleteRecords (21)."""
+from __future__ import annotations
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..registry import handles
+from .fetch import check_leader_epoch
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def lookup(plog, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets target; (-1, -1) when no record matches."""
+    if timestamp == LATEST:
+        return plog.high_watermark, -1  # no transactions: last stable offset == high watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        return (found[0], found[1]) if found else (-1, -1)
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp < 0:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+    found = plog.offset_for_timestamp(timestamp)
+    return (found[0], found[1]) if found else (-1, -1)
+
+
+def list_partition(ctx, topic_name: str, p) -> dict:
+    entry = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
+             "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    plog = ctx.broker.logs.partition(topic_name, p.partition_index)
+    if plog is None:
+        entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return entry
+    try:
+        check_leader_epoch(plog, p.current_leader_epoch)
+        offset, timestamp = lookup(plog, p.timestamp)
+    except KafkaApiError as exc:
+        entry["error_code"] = int(exc.code)
+        return entry
+    entry.update(offset=offset, timestamp=timestamp, leader_epoch=plog.leader_epoch)
+    return entry
+
+
+@handles(2, 1, 10)
+async def handle_list_offsets(ctx, request):
+    topics = [{"name": t.name, "partitions": [list_partition(ctx, t.name, p) for p in t.partitions]}
+              for t in request.topics]
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def delete_partition(ctx, topic_name: str, p) -> dict:
+    plog = ctx.broker.logs.partition(topic_name, p.partition_index)
+    if plog is None:
+        return {"partition_index": p.partition_index, "low_watermark": -1,
+                "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+    try:
+        low = plog.delete_records(p.offset)
+    except KafkaApiError as exc:
+        return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": int(exc.code)}
+    return {"partition_index": p.partition_index, "low_watermark": low, "error_code": 0}
+
+
+@handles(21, 0, 2)
+async def handle_delete_records(ctx, request):
+    topics = [{"name": t.name, "partitions": [delete_partition(ctx, t.name, p) for p in t.partitions]}
+              for t in request.topics]
+    return {"throttle_time_ms": 0, "topics": topics}

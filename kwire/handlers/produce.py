@@ -1,0 +1,76 @@
+"""Produce (0): validate and append record batches; acks 0/1/-1; idempotence in the log."""
+from __future__ import annotations
+
+import trio
+
+from kwire.codecs import records as rec
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..broker import now_ms
+from ..registry import handles
+
+ZSTD = 4
+
+
+def partition_error(index: int, code: ErrorCode, message: str | None = None) -> dict:
+    return {"index": index, "error_code": int(code), "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}
+
+
+def check_compression(records: bytes, api_version: int) -> None:
+    """zstd needs Produce v7+ (KIP-110); raises KafkaApiError(UNSUPPORTED_COMPRESSION_TYPE)."""
+    if api_version >= 7:
+        return
+    for header in rec.iter_batches(records):
+        if header.compression == ZSTD:
+            raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                "zstd compression needs Produce v7 or later")
+
+
+def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
+    plog = ctx.broker.logs.partition(topic_name, data.index)
+    if plog is None:
+        return partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if data.records is None:
+        return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records")
+    try:
+        check_compression(data.records, ctx.api_version)
+        result = plog.append(data.records, now_ms=now_ms())
+    except KafkaApiError as exc:
+        return partition_error(data.index, exc.code, exc.message)
+    if result.needs_flush:
+        flushes.append(plog)
+    return {"index": data.index, "error_code": 0, "base_offset": result.base_offset,
+            "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
+            "record_errors": [], "error_message": None}
+
+
+@handles(0, 0, 11, reject_below=3)
+async def handle_produce(ctx, request):
+    acks = request.acks
+    if request.transactional_id is not None:
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        responses = [{"name": t.name, "partition_responses": [
+            partition_error(p.index, code, "kwire does not support transactions yet")
+            for p in t.partition_data]} for t in request.topic_data]
+        return {"responses": responses, "throttle_time_ms": 0}
+    flushes: list = []
+    responses = []
+    appended = False
+    for topic in request.topic_data:
+        parts = []
+        for data in topic.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            entry = append_partition(ctx, topic.name, data, flushes)
+            appended = appended or entry["error_code"] == 0
+            parts.append(entry)
+        responses.append({"name": topic.name, "partition_responses": parts})
+    if appended:
+        ctx.broker.notify_appended()
+    for plog in flushes:
+        await trio.to_thread.run_sync(plog.flush)
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}

@@ -1,0 +1,32 @@
+"""The handler registry: which API versions kwire serves, and by which function.
+
+ApiVersions is derived from this table, so nothing is advertised that has
+no handler.  A handler is ``async def handler(ctx, request) -> dict | None``
+returning the response fields as plain dicts (None = no response, as for
+Produce with acks=0).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Awaitable, Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Handler:
+    api_key: int
+    min_version: int
+    max_version: int
+    func: Callable[..., Awaitable[dict | None]]
+    # Versions inside the advertised window that are rejected anyway
+    # (librdkafka <2.11 needs Produce 0 advertised to enable compression).
+    reject_below: int = 0
+
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0):
+    def register(func):
+        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below)
+        return func
+    return register
