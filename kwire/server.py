@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import functools
+import os
 import logging
 import socket
 
@@ -20,7 +21,8 @@ import trio
 
 from kwire.codecs import messages
 from kwire.codecs.errors import CorruptFrame, ErrorCode, KafkaApiError
-from kwire.codecs.framing import FrameBuffer, frame_response, parse_request_header
+from kwire.codecs.framing import SIZE, FrameBuffer, frame_response, parse_request_header
+from kwire.codecs.splice import encode_spliced, parts_size
 
 from . import handlers  # noqa: F401  (registers the handlers)
 from .broker import Broker, Endpoint
@@ -77,9 +79,23 @@ class Connection:
             frame = await self.read_frame()
             if frame is None:
                 return
-            response = await self.handle_frame(frame)
-            if response is not None:
-                await self.stream.send_all(response)
+            parts = await self.handle_frame(frame)
+            if parts is not None:
+                await self.send_parts(parts)
+
+    async def send_parts(self, parts: list) -> None:
+        """Send bytes parts as they are and file records with sendfile; releases the files."""
+        try:
+            for part in parts:
+                if isinstance(part, (bytes, bytearray)):
+                    await self.stream.send_all(part)
+                else:
+                    for piece in part.slices:
+                        await sendfile_all(self.stream, piece.fd, piece.position, piece.size)
+        finally:
+            for part in parts:
+                if not isinstance(part, (bytes, bytearray)):
+                    part.close()
 
     async def handle_frame(self, frame: bytes) -> bytes | None:
         header = parse_request_header(frame, flexible_for=_flexible)
@@ -89,7 +105,7 @@ class Connection:
         in_range = handler.min_version <= header.api_version <= handler.max_version
         if header.api_key == API_VERSIONS and not in_range:
             from .handlers.api_versions import unsupported_version_response
-            return frame_response(header.correlation_id, unsupported_version_response(), header_v1=False)
+            return [frame_response(header.correlation_id, unsupported_version_response(), header_v1=False)]
         if not in_range:
             raise CorruptFrame(f"unsupported version {header.api_version} of "
                                f"{messages.api_name(header.api_key)}")
@@ -113,15 +129,19 @@ class Connection:
         if fields is None:
             return None
         try:
-            body = messages.encode_response(header.api_key, header.api_version, fields)
+            parts = encode_spliced(header.api_key, header.api_version, fields)
         except Exception:
             logger.exception("%s: cannot encode the %s v%d response", self.peer,
                              messages.api_name(header.api_key), header.api_version)
             fields = self.error_fields(header.api_key, header.api_version, request,
                                        ErrorCode.UNKNOWN_SERVER_ERROR, None)
-            body = messages.encode_response(header.api_key, header.api_version, fields)
-        return frame_response(header.correlation_id, body,
-                              header_v1=messages.response_header_v1(header.api_key, header.api_version))
+            parts = [messages.encode_response(header.api_key, header.api_version, fields)]
+        v1 = messages.response_header_v1(header.api_key, header.api_version)
+        if len(parts) == 1:
+            return [frame_response(header.correlation_id, parts[0], header_v1=v1)]
+        head = frame_response(header.correlation_id, b"", header_v1=v1)
+        size = len(head) - 4 + parts_size(parts)
+        return [SIZE.pack(size) + head[4:] + parts[0], *parts[1:]]
 
     @staticmethod
     def error_fields(api_key, api_version, request, code, message):
@@ -130,6 +150,31 @@ class Connection:
         if fields is None:
             raise CorruptFrame(f"{messages.api_name(api_key)} failed with {code.name}: {message}")
         return fields
+
+
+async def sendfile_all(stream: trio.SocketStream, fd: int, position: int, size: int) -> None:
+    """Stream ``size`` bytes of file ``fd`` from ``position`` to the socket.
+
+    Uses sendfile(2), waiting for writability when the socket buffer is full;
+    falls back to pread + send where sendfile is refused.  Cancel-safe only in
+    the sense that a cancelled send leaves the connection unusable (it is closed).
+    """
+    sock = stream.socket
+    end = position + size
+    while position < end:
+        try:
+            sent = os.sendfile(sock.fileno(), fd, position, end - position)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+            await stream.send_all(os.pread(fd, end - position, position))
+            return
+        if sent == 0:
+            raise trio.BrokenResourceError(f"file ended {end - position} bytes early")
+        position += sent
 
 
 async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:

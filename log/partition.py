@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import threading
+from typing import NamedTuple
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -245,10 +246,16 @@ class PartitionLog:
         OFFSET_OUT_OF_RANGE outside [log_start_offset, log_end_offset],
         CORRUPT_MESSAGE (with file and position) for a damaged header.
         """
+        return read_bytes(self.read_extents(offset, max_bytes, min_one_batch=min_one_batch,
+                                            max_offset=max_offset))
+
+    def read_extents(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+                     max_offset: int | None = None) -> list[tuple[LogSegment, int, int]]:
+        """(segment, position, size) runs of whole batches that ``read`` would return."""
         self._check_offset(offset)
         limit = self.high_watermark if max_offset is None else max_offset
         if offset >= limit:
-            return b""
+            return []
         segments = self.segments
         i = max(0, bisect_segments(segments, offset))
         header = segments[i].find_batch(offset)
@@ -256,19 +263,23 @@ class PartitionLog:
             i += 1
             header = segments[i].find_batch(offset)
         if header is None:
-            return b""
-        pieces, budget, position = [], max_bytes, header.position
-        if min_one_batch:
-            budget = max(budget, header.size)
+            return []
+        budget = max(max_bytes, header.size) if min_one_batch else max_bytes
+        extents, position = [], header.position
         for segment in segments[i:]:
-            data = segment.read(position, min(budget, segment.size - position))
-            taken, stopped = _whole_batches(data, limit, segment.log_path, position)
-            pieces.append(data[:taken] if taken < len(data) else data)
+            taken, stopped = 0, False
+            for h in segment.iter_headers(position):
+                if h.base_offset >= limit or taken + h.size > budget:
+                    stopped = True
+                    break
+                taken += h.size
+            if taken:
+                extents.append((segment, position, taken))
             budget -= taken
-            if stopped or budget <= 0 or position + taken < segment.size:
+            if stopped or budget <= 0:
                 break
             position = 0
-        return b"".join(pieces)
+        return extents
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after log_start_offset with
@@ -425,6 +436,27 @@ class PartitionLog:
         return self._producers.max_producer_id
 
 
+class FileSlice(NamedTuple):
+    """``size`` bytes at ``position`` of the open file ``fd`` (a duplicate the reader owns)."""
+    fd: int
+    position: int
+    size: int
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def read_bytes(extents: list[tuple[LogSegment, int, int]]) -> bytes:
+    """The bytes of ``read_extents`` runs."""
+    return b"".join(segment.read(position, size) for segment, position, size in extents)
+
+
+def open_slices(extents: list[tuple[LogSegment, int, int]]) -> list[FileSlice]:
+    """File slices for ``read_extents`` runs, each with its own duplicated descriptor
+    (so retention may delete the segment while it is sent); close them after use."""
+    return [FileSlice(os.dup(segment.fileno()), position, size) for segment, position, size in extents]
+
+
 def bisect_segments(segments: list[LogSegment], offset: int) -> int:
     """Index of the last segment whose base offset is <= ``offset`` (-1 if none)."""
     lo, hi = 0, len(segments)
@@ -435,21 +467,3 @@ def bisect_segments(segments: list[LogSegment], offset: int) -> int:
         else:
             hi = mid
     return lo - 1
-
-
-def _whole_batches(data: bytes, limit: int, path: str, position: int) -> tuple[int, bool]:
-    """Length of the prefix of ``data`` made of whole batches starting below ``limit``,
-    and whether it stopped early.  Raises KafkaApiError(CORRUPT_MESSAGE) on a bad header."""
-    at = 0
-    while at < len(data):
-        if len(data) - at < records.HEADER_SIZE:
-            return at, True
-        try:
-            header = records.read_header(data, at, whole=False)
-        except KafkaApiError as exc:
-            raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
-                                f"{path} at position {position + at}: {exc.message}") from None
-        if header.base_offset >= limit or at + header.size > len(data):
-            return at, True
-        at += header.size
-    return at, False

@@ -120,6 +120,10 @@ class LogSegment:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
 
+    def fileno(self) -> int:
+        """The open descriptor of the ``.log`` file (opened on first use)."""
+        return self._file()
+
     def read(self, position: int, size: int) -> bytes:
         """Bytes ``[position, position + size)`` of the log file (fewer at its end)."""
         return os.pread(self._file(), size, position)

@@ -9,8 +9,25 @@ from __future__ import annotations
 import trio
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.log.partition import open_slices, read_bytes
 
 from ..registry import handles
+
+# Record bytes below this size are copied into the response; larger runs are
+# streamed from the segment files with sendfile.
+SENDFILE_MIN_BYTES = 16 * 1024
+
+
+class FileRecords:
+    """Record bytes to stream from segment files; ``close`` releases the descriptors."""
+
+    def __init__(self, slices):
+        self.slices = slices
+        self.size = sum(s.size for s in slices)
+
+    def close(self) -> None:
+        for s in self.slices:
+            s.close()
 
 
 def check_leader_epoch(plog, current_leader_epoch: int) -> None:
@@ -39,17 +56,32 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool) -> tuple[d
     try:
         check_leader_epoch(plog, p.current_leader_epoch)
         if budget > 0 or first:
-            data = plog.read(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
-                             min_one_batch=first)
+            extents = plog.read_extents(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
+                                        min_one_batch=first)
         else:
-            data = b""
+            extents = []
             if not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
                 raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
     except KafkaApiError as exc:
         return empty_partition(p.partition, exc.code, plog), 0
     entry = empty_partition(p.partition, ErrorCode.NONE, plog)
-    entry["records"] = data
-    return entry, len(data)
+    entry["records"] = extents
+    return entry, sum(size for _, _, size in extents)
+
+
+def materialize(responses: list[dict]) -> None:
+    """Turn each partition's extents into bytes or, when large, file slices for sendfile.
+
+    Runs with no await after the extents were computed, so they are consistent."""
+    for topic in responses:
+        for entry in topic["partitions"]:
+            extents = entry["records"]
+            if not extents:
+                entry["records"] = b""
+            elif sum(size for _, _, size in extents) < SENDFILE_MIN_BYTES:
+                entry["records"] = read_bytes(extents)
+            else:
+                entry["records"] = FileRecords(open_slices(extents))
 
 
 def build_response(ctx, request) -> tuple[list[dict], int, bool]:
@@ -79,4 +111,5 @@ async def handle_fetch(ctx, request):
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await ctx.broker.wait_appended(deadline)
+    materialize(responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
