@@ -424,6 +424,7 @@ def plan(args) -> dict:
         "w2": dict(count=200_000 // scale, size=1024, acks="all", partitions=6),
         "w4": dict(rate=1000, duration_s=10.0 / scale, size=100),
         "timeout_s": args.timeout,
+        "repeat": max(1, args.repeat),
         "producer_config": workloads.THROUGHPUT_PRODUCER,
         "latency_producer_config": workloads.LATENCY_PRODUCER,
         "consumer_config": workloads.ASSIGN_CONSUMER,
@@ -451,71 +452,138 @@ def run_broker(name: str, args, run_dir: Path, params: dict, run_id: str,
         out["stop"] = b.stop()
         return out
 
-    topics = {w: f"bench-w{w}-{run_id}" for w in "1234"}
     cl = str(b.client_log)
     t = params["timeout_s"]
+    repeat = max(1, args.repeat)
     try:
         for w in selected:
             label = f"workload {w} ({WORKLOADS[w]})"
-            if not b.alive():
-                res = {"ok": False, "metrics": {}, "notes": [],
-                       "error": "not run: " + b.died_reason()}
-                out["workloads"][w] = res
-                continue
-            if w == "1":
-                p = params["w1"]
-                call = ("produce_throughput", dict(
-                    bootstrap=b.bootstrap, topic=topics["1"], count=p["count"],
-                    size=p["size"], acks=p["acks"], partitions=p["partitions"],
-                    timeout_s=t, create="fallback-auto", log_path=cl))
-            elif w == "2":
-                p = params["w2"]
-                call = ("produce_throughput", dict(
-                    bootstrap=b.bootstrap, topic=topics["2"], count=p["count"],
-                    size=p["size"], acks=p["acks"], partitions=p["partitions"],
-                    timeout_s=t, create="required", log_path=cl))
-            elif w == "3":
-                w1 = out["workloads"].get("1")
-                if w1 is None or not w1["ok"]:
-                    why = ("workload 1 was not selected" if w1 is None else
-                           "workload 1 failed")
-                    out["workloads"][w] = {
-                        "ok": False, "metrics": {}, "notes": [],
-                        "error": f"not run: needs the topic from workload 1 "
-                                 f"({why})"}
-                    log(f"{name}: {label}: skipped ({why})")
-                    continue
-                call = ("consume_throughput", dict(
-                    bootstrap=b.bootstrap, topic=topics["1"],
-                    expected=w1["metrics"]["delivered"], partitions=1,
-                    timeout_s=t, log_path=cl))
-            else:
-                p = params["w4"]
-                call = ("e2e_latency", dict(
-                    bootstrap=b.bootstrap, topic=topics["4"], rate=p["rate"],
-                    duration_s=p["duration_s"], size=p["size"],
-                    timeout_s=p["duration_s"] + 120, log_path=cl))
-            log(f"{name}: {label} ...")
-            load = os.getloadavg()
-            cpu0 = b.cpu_seconds()
-            t0 = time.monotonic()
-            res = run_in_child(b, call[0], call[1],
-                               timeout_s=call[1]["timeout_s"] + 60)
-            res["wall_s"] = round(time.monotonic() - t0, 2)
-            # other users of the 2 shared cores show up here
-            res["loadavg_before"] = [round(x, 2) for x in load]
-            cpu1 = b.cpu_seconds()
-            if cpu0 is not None and cpu1 is not None:
-                res["metrics"]["broker_cpu_s"] = round(cpu1 - cpu0, 2)
-            out["workloads"][w] = res
-            summary = _one_line(w, res)
-            log(f"{name}: {label}: {summary}")
-            time.sleep(1.0)  # let the broker settle between workloads
+            runs: list[dict] = []
+            for rep in range(repeat):
+                if not b.alive():
+                    runs.append({"ok": False, "metrics": {}, "notes": [],
+                                 "error": "not run: " + b.died_reason()})
+                    break
+                call = _call_for(w, rep, b, params, out, run_id, cl, t)
+                if isinstance(call, str):  # a reason not to run it
+                    runs.append({"ok": False, "metrics": {}, "notes": [],
+                                 "error": call})
+                    log(f"{name}: {label}: {call}")
+                    break
+                rlabel = label + (f" run {rep + 1}/{repeat}" if repeat > 1
+                                  else "")
+                log(f"{name}: {rlabel} ...")
+                res = _measure(b, w, call)
+                runs.append(res)
+                log(f"{name}: {rlabel}: {_one_line(w, res)}")
+                time.sleep(1.0)  # let the broker settle between workloads
+                if not res["ok"]:
+                    break
+            out["workloads"][w] = _combine(runs)
     finally:
         out["stop"] = b.stop()
     if not all(r["ok"] for r in out["workloads"].values()):
         out["ok"] = False
     return out
+
+
+def _call_for(w, rep, b, params, out, run_id, cl, t):
+    """(function name, kwargs) for one run of workload w, or a reason
+    (str) why it cannot run."""
+    sfx = f"-r{rep + 1}" if rep else ""
+    if w == "1":
+        p = params["w1"]
+        return ("produce_throughput", dict(
+            bootstrap=b.bootstrap, topic=f"bench-w1-{run_id}{sfx}",
+            count=p["count"], size=p["size"], acks=p["acks"],
+            partitions=p["partitions"], timeout_s=t, create="fallback-auto",
+            log_path=cl))
+    if w == "2":
+        p = params["w2"]
+        return ("produce_throughput", dict(
+            bootstrap=b.bootstrap, topic=f"bench-w2-{run_id}{sfx}",
+            count=p["count"], size=p["size"], acks=p["acks"],
+            partitions=p["partitions"], timeout_s=t, create="required",
+            log_path=cl))
+    if w == "3":
+        w1 = out["workloads"].get("1")
+        if w1 is None or not w1["ok"]:
+            why = ("workload 1 was not selected" if w1 is None else
+                   "workload 1 failed")
+            return f"not run: needs the topic from workload 1 ({why})"
+        # always the first workload-1 topic; its delivered count
+        first = (w1.get("runs") or [w1["metrics"]])[0]
+        return ("consume_throughput", dict(
+            bootstrap=b.bootstrap, topic=f"bench-w1-{run_id}",
+            expected=first["delivered"], partitions=1, timeout_s=t,
+            log_path=cl))
+    p = params["w4"]
+    return ("e2e_latency", dict(
+        bootstrap=b.bootstrap, topic=f"bench-w4-{run_id}{sfx}",
+        rate=p["rate"], duration_s=p["duration_s"], size=p["size"],
+        timeout_s=p["duration_s"] + 120, log_path=cl))
+
+
+def _measure(b: Broker, w: str, call) -> dict:
+    load = os.getloadavg()
+    cpu0 = b.cpu_seconds()
+    t0 = time.monotonic()
+    res = run_in_child(b, call[0], call[1],
+                       timeout_s=call[1]["timeout_s"] + 60)
+    res["wall_s"] = round(time.monotonic() - t0, 2)
+    # other users of the 2 shared cores show up here
+    res["loadavg_before"] = [round(x, 2) for x in load]
+    cpu1 = b.cpu_seconds()
+    if cpu0 is not None and cpu1 is not None:
+        res["metrics"]["broker_cpu_s"] = round(cpu1 - cpu0, 2)
+    m = res["metrics"]
+    if w != "4" and res["ok"] and m.get("elapsed_s"):
+        m["client_cpu_share"] = round(m.get("client_cpu_s", 0)
+                                      / m["elapsed_s"], 2)
+    return res
+
+
+def _median(vals):
+    vals = sorted(vals)
+    n = len(vals)
+    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+
+
+def _combine(runs: list[dict]) -> dict:
+    """One result per workload: a failure if any run failed, otherwise the
+    per-metric median over the runs (all runs kept under "runs")."""
+    if len(runs) == 1:
+        res = runs[0]
+    else:
+        bad = [r for r in runs if not r["ok"]]
+        if bad:
+            res = dict(bad[0])
+            res["error"] = (f"run {runs.index(bad[0]) + 1}/{len(runs)}: "
+                            f"{bad[0]['error']}")
+        else:
+            merged: dict = {}
+            for k, v in runs[0]["metrics"].items():
+                nums = [r["metrics"].get(k) for r in runs]
+                if all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                       for x in nums):
+                    med = _median(nums)
+                    merged[k] = round(med, 3) if isinstance(med, float) else med
+                else:
+                    merged[k] = v
+            notes = list(dict.fromkeys(n for r in runs for n in r["notes"]))
+            res = {"ok": True, "error": None, "metrics": merged,
+                   "notes": notes, "median_of": len(runs),
+                   "wall_s": round(sum(r.get("wall_s", 0) for r in runs), 2),
+                   "loadavg_before": runs[0].get("loadavg_before")}
+        res["runs"] = [r["metrics"] for r in runs]
+    m = res["metrics"]
+    share = m.get("client_cpu_share")
+    if res["ok"] and share is not None and share >= 0.85:
+        res["notes"] = list(res["notes"]) + [
+            f"client-bound: the client process used {share:.0%} of a core "
+            f"(CPU s / elapsed s), so this rate is mostly the client's "
+            f"ceiling; compare broker CPU"]
+    return res
 
 
 def _one_line(w: str, res: dict) -> str:
@@ -545,6 +613,12 @@ COMPARE = [
     ("4", "p99_ms", "W4 e2e latency p99       ms", False),
     ("4", "p99_9_ms", "W4 e2e latency p99.9     ms", False),
     ("stop", "peak_rss_mb", "broker peak RSS (VmHWM)  MB", False),
+    # when the client is the bottleneck (see the client-bound notes) the
+    # rates above tie; broker CPU for the same work still separates brokers
+    ("1", "broker_cpu_s", "W1 broker CPU             s", False),
+    ("2", "broker_cpu_s", "W2 broker CPU             s", False),
+    ("3", "broker_cpu_s", "W3 broker CPU             s", False),
+    ("4", "broker_cpu_s", "W4 broker CPU             s", False),
 ]
 
 
@@ -583,7 +657,9 @@ def ratios(results: dict) -> dict:
 
 
 def per_broker_table(bres: dict) -> str:
-    lines = [f"== {bres['broker']} ==  (127.0.0.1:{bres.get('port')})"]
+    reps = {r.get("median_of") for r in bres["workloads"].values()} - {None}
+    med = f"  [per-metric median of {max(reps)} runs]" if reps else ""
+    lines = [f"== {bres['broker']} ==  (127.0.0.1:{bres.get('port')}){med}"]
     if bres.get("error"):
         lines.append(f"  ERROR: {bres['error']}")
     hdr = (f"  {'workload':<44} {'status':<6} {'rec/s':>11} {'MB/s':>8} "
@@ -642,7 +718,7 @@ def comparison_table(results: dict, order: list[str]) -> str:
         lines.append(row)
     if show_ratio:
         lines.append("ratio = kwire/tansu: throughput >1 means kwire faster; "
-                     "latency and RSS <1 means kwire lower.")
+                     "latency, RSS and CPU <1 means kwire lower.")
     return "\n".join(lines)
 
 
@@ -703,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kwire-arg", action="append", default=[],
                     help="extra argument appended to 'python -m kwire serve' "
                          "(repeatable)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run each workload N times on the same broker and "
+                         "report per-metric medians (default 1)")
     ap.add_argument("--keep-data", action="store_true",
                     help="keep the brokers' temporary data directories")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
