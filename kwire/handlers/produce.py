@@ -4,7 +4,7 @@ from __future__ import annotations
 import trio
 
 from kwire.codecs import records as rec
-from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.codecs.errors import CorruptFrame, ErrorCode, KafkaApiError
 
 from ..broker import now_ms
 from ..registry import handles
@@ -31,6 +31,9 @@ def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
     plog = ctx.broker.logs.partition(topic_name, data.index)
     if plog is None:
         return partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if ctx.broker.logs.get(topic_name).internal:
+        return partition_error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                               f"cannot append to internal topic {topic_name}")
     if data.records is None:
         return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records")
     try:
@@ -72,5 +75,9 @@ async def handle_produce(ctx, request):
     for plog in flushes:
         await trio.to_thread.run_sync(plog.flush)
     if acks == 0:
+        failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
+        if failed:  # as Kafka does: the only way to tell an acks=0 producer something failed
+            raise CorruptFrame(f"acks=0 produce failed ({ErrorCode(failed[0]['error_code']).name}): "
+                               "closing the connection")
         return None
     return {"responses": responses, "throttle_time_ms": 0}

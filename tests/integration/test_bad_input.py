@@ -138,3 +138,16 @@ def test_oversized_request_closes_only_that_connection(fresh_broker):
     p = KafkaProducer(bootstrap_servers=b.bootstrap)
     assert p.send(topic, b"ok").get(timeout=10).offset == 0
     p.close()
+
+
+def test_failed_acks_zero_produce_closes_connection(broker):
+    from kafka.protocol.producer import ProduceRequest
+    part = ProduceRequest.TopicProduceData.PartitionProduceData(index=7, records=b"\x00" * 70)
+    req = ProduceRequest[7](transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="no-such-topic-acks0", partition_data=[part])])
+    req.with_header(correlation_id=3, client_id="acks0")
+    s = raw(broker.bootstrap)
+    s.sendall(bytes(req.encode(header=True, framed=True)))
+    assert_closed(s)   # no response for acks=0; the broker closes so the producer notices
+    s.close()
+    still_serving(broker)
