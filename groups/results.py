@@ -1,0 +1,92 @@
+"""Plain values the coordinator takes and returns; the server maps them to wire fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from kwire.codecs.errors import ErrorCode
+
+
+@dataclass
+class GroupConfig:
+    """Kafka's broker settings for classic groups (names without the ``group.`` prefix)."""
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    max_size: int = 2**31 - 1
+    # Kafka's hard-coded NewMemberJoinTimeoutMs: a new member's parked JoinGroup
+    # expires after this long (it cannot heartbeat before it has a member id).
+    new_member_join_timeout_ms: int = 300000
+    # offsets.retention.check.interval.ms: Kafka removes an Empty group without
+    # offsets at its next cleanup run; here exactly this long after it became Empty.
+    offsets_retention_check_interval_ms: int = 600000
+    # offset.metadata.max.bytes
+    offset_metadata_max_bytes: int = 4096
+
+
+class Record(NamedTuple):
+    """A record for ``__consumer_offsets``: append to ``partition_for(group_id, n)``; value None = tombstone."""
+    group_id: str
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    error: ErrorCode
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    member_id: str = ""
+    skip_assignment: bool = False
+    # (member_id, group_instance_id, metadata of the chosen protocol); the leader's only.
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class LeaveResult:
+    error: ErrorCode                 # top level: INVALID_GROUP_ID, else NONE
+    member_errors: list[ErrorCode]   # one per requested member, in order (empty on a top-level error)
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    error: ErrorCode
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    # (member_id, group_instance_id, client_id, client_host, metadata, assignment)
+    members: list[tuple[str, str | None, str, str, bytes, bytes]]
+
+
+@dataclass
+class Outcome:
+    """What a call produced: parked requests now answered, records to append, the call's own answer.
+
+    ``completed`` holds (ticket, JoinResult | SyncResult); ``records`` must be
+    appended before the responses are sent if the server wants Kafka's
+    write-then-respond order.
+    """
+    completed: list[tuple[int, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    result: Any = None

@@ -1,0 +1,133 @@
+"""The coordinator's timers as plain deadlines (part of ``GroupCoordinator``).
+
+Kafka keeps purgatories of delayed operations; here each group knows its
+earliest due event (a pending member id, a member session, the end of the
+join phase, the pending-sync timeout, offset expiry / group removal) and the
+coordinator keeps a heap of (deadline, group_id) with lazy invalidation.
+"""
+from __future__ import annotations
+
+import heapq
+
+from kwire.codecs.errors import ErrorCode
+
+from .group import Group, GroupState
+from .records import group_key, offset_key
+from .results import Outcome, Record, SyncResult
+
+EMPTY = GroupState.EMPTY
+PREPARING = GroupState.PREPARING_REBALANCE
+COMPLETING = GroupState.COMPLETING_REBALANCE
+STABLE = GroupState.STABLE
+# Enough for any sane group; a guard against a handler that makes no progress.
+MAX_EVENTS_PER_GROUP = 100_000
+
+
+class TimersMixin:
+    def tick(self, now_ms: int) -> Outcome:
+        """Run every timer due at ``now_ms``: expire sessions and pending member ids, end join
+        phases (initial delay, rebalance timeout) and pending syncs, expire offsets, drop dead groups."""
+        self._call(now_ms)
+        due = set()
+        while self._heap and self._heap[0][0] <= now_ms:
+            at, group_id = heapq.heappop(self._heap)
+            if self._scheduled.get(group_id) == at:
+                del self._scheduled[group_id]
+                due.add(group_id)
+        for group_id in sorted(due):
+            group = self._groups.get(group_id)
+            if group is not None:
+                self._mark(group)
+        return self._done(now_ms)
+
+    def next_deadline_ms(self) -> int | None:
+        """When ``tick`` next has work (0 right after a replay: sessions need a clock), or None."""
+        if self._unscheduled:
+            return 0
+        self._reschedule()
+        while self._heap and self._scheduled.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    # -- events -------------------------------------------------------------
+    def _next_event(self, group: Group) -> tuple[int, str, str | None] | None:
+        best: tuple[int, str, str | None] | None = None
+
+        def consider(at: int | None, kind: str, key: str | None = None) -> None:
+            nonlocal best
+            if at is not None and (best is None or at < best[0]):
+                best = (at, kind, key)
+
+        for member_id, at in group.pending_members.items():
+            consider(at, "pending", member_id)
+        for member in group.members.values():
+            consider(member.session_deadline(), "session", member.member_id)
+        if group.is_(PREPARING):
+            consider(group.join_deadline_ms, "join")
+        if group.is_(COMPLETING, STABLE) and group.pending_sync:
+            consider(group.sync_deadline_ms, "sync")
+        consider(self._offsets_deadline(group), "offsets")
+        return best
+
+    def _run_due(self, group: Group, now_ms: int) -> None:
+        for _ in range(MAX_EVENTS_PER_GROUP):
+            if self._groups.get(group.group_id) is not group:
+                return
+            event = self._next_event(group)
+            if event is None or event[0] > now_ms:
+                return
+            _, kind, key = event
+            self._mark(group)
+            if kind == "pending":
+                del group.pending_members[key]
+                self._try_complete_join(group, now_ms)
+            elif kind == "session":
+                self._remove_member_and_update(group, group.members[key], now_ms)
+            elif kind == "join":
+                self._on_join_deadline(group, now_ms)
+            elif kind == "sync":
+                self._on_sync_deadline(group, now_ms)
+            else:
+                self._expire_offsets(group, now_ms)
+        raise RuntimeError(f"group {group.group_id!r}: timers make no progress")
+
+    def _on_sync_deadline(self, group: Group, now_ms: int) -> None:
+        """Members that never sent SyncGroup within the rebalance timeout are removed."""
+        for member_id in [m for m in group.members if m in group.pending_sync]:
+            member = group.members[member_id]
+            self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            group.remove(member_id)
+        self._prepare_rebalance(group, now_ms)
+
+    # -- offsets and group removal ------------------------------------------------
+    def _offsets_deadline(self, group: Group) -> int | None:
+        cfg = self.config
+        ats = [at for _, at in group.offset_expiries(cfg.offsets_retention_ms)]
+        if self._droppable(group):
+            ats.append((group.state_timestamp or 0) + cfg.offsets_retention_check_interval_ms)
+        return min(ats, default=None)
+
+    @staticmethod
+    def _droppable(group: Group) -> bool:
+        return group.is_(EMPTY) and not group.offsets and not group.pending_members and not group.members
+
+    def _expire_offsets(self, group: Group, now_ms: int) -> None:
+        cfg = self.config
+        expired = [tp for tp, at in group.offset_expiries(cfg.offsets_retention_ms) if at <= now_ms]
+        self._remove_offsets(group, expired)
+        if self._droppable(group) and (
+                expired or (group.state_timestamp or 0) + cfg.offsets_retention_check_interval_ms <= now_ms):
+            self._drop_group(group)
+
+    def _remove_offsets(self, group: Group, partitions) -> None:
+        for topic, partition in partitions:
+            if group.offsets.pop((topic, partition), None) is not None:
+                self._out.records.append(Record(group.group_id, offset_key(group.group_id, topic, partition), None))
+
+    def _drop_group(self, group: Group) -> None:
+        """The group is Dead: forget it; its metadata record is tombstoned if it ever wrote one."""
+        self._remove_offsets(group, list(group.offsets))
+        if group.generation_id > 0:
+            self._out.records.append(Record(group.group_id, group_key(group.group_id), None))
+        del self._groups[group.group_id]
+        self._dirty.add(group.group_id)
