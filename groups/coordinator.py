@@ -14,7 +14,6 @@ are ``ErrorCode`` values in the results.
 from __future__ import annotations
 
 import heapq
-import logging
 import uuid
 
 from kwire.codecs.errors import ErrorCode
@@ -30,8 +29,6 @@ from .timers import TimersMixin
 
 __all__ = ["GroupConfig", "GroupCoordinator", "GroupDescription", "JoinResult", "LeaveResult", "OffsetCommit",
            "Outcome", "Record", "SyncResult", "parse_subscription", "partition_for"]
-
-logger = logging.getLogger("kwire.groups")
 
 E = ErrorCode
 EMPTY, PREPARING, COMPLETING, STABLE = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
@@ -52,8 +49,10 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin):
     """All classic groups of this broker; one instance, driven by one task (not thread-safe)."""
 
-    def __init__(self, config: GroupConfig | None = None):
+    def __init__(self, config: GroupConfig | None = None, unique_id=None):
+        """``unique_id()`` makes the suffix of new member ids (a UUID4; tests pass a counter)."""
         self.config = config or GroupConfig()
+        self._unique_id = unique_id or (lambda: str(uuid.uuid4()))
         self._groups: dict[str, Group] = {}
         self._heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -168,7 +167,7 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin):
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
             self._complete(req.ticket, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_id = f"{req.group_instance_id if req.group_instance_id is not None else req.client_id}-{uuid.uuid4()}"
+        new_id = f"{req.group_instance_id if req.group_instance_id is not None else req.client_id}-{self._unique_id()}"
         if req.group_instance_id is not None:
             old_id = group.static_member_id(req.group_instance_id)
             if old_id is not None:

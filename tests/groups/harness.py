@@ -22,7 +22,8 @@ class Harness:
     def __init__(self, **config):
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.config = GroupConfig(**config)
-        self.c = GroupCoordinator(self.config)
+        self._ids = itertools.count(1)
+        self.c = GroupCoordinator(self.config, unique_id=lambda: f"u{next(self._ids)}")
         self.tickets = itertools.count(1)
         self.answers: dict[int, object] = {}
         self.answer_counts: dict[int, int] = {}

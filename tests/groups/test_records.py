@@ -10,11 +10,7 @@ from .harness import SESSION, Harness, subscription
 
 
 def test_partition_for_matches_java_hashcode():
-    # Java: "my-group".hashCode() == 1048730497 ... computed independently below
-    def java_hash(s):
-        h = 0
-        for ch in s.encode("utf-16-be"):
-            pass
+    def java_hash(s):  # String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, int32 overflow
         h = 0
         data = s.encode("utf-16-be")
         for i in range(0, len(data), 2):
