@@ -35,6 +35,8 @@ class Broker:
         self.advertised: Endpoint | None = None
         self._appended = trio.Event()
         self.connections = 0
+        from .group_service import GroupService
+        self.groups = GroupService(self)
 
     @property
     def cluster_id(self) -> str:
@@ -42,6 +44,7 @@ class Broker:
 
     def open(self) -> None:
         self.logs.open(now_ms())
+        self.groups.replay()
 
     def close(self) -> None:
         self.logs.close()

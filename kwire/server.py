@@ -223,6 +223,7 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
                     port = bound_port  # advertised = listeners, possibly with port 0
                 broker.advertised = Endpoint(broker.config.advertised_host or bound_host, port)
             await nursery.start(broker.run_housekeeping)
+            await nursery.start(broker.groups.run_timers)
             logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,
                         bound_port, broker.cluster_id)
             task_status.started((bound_host, bound_port))

@@ -1,2 +1,3 @@
 """Request handlers, one module per API family; importing registers them."""
-from . import api_versions, cluster, configs, fetch, metadata, offsets, produce, producer_id, topics  # noqa: F401
+from . import (api_versions, cluster, configs, fetch, groups, metadata, offsets, produce,  # noqa: F401
+               producer_id, topics)

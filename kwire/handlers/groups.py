@@ -1,0 +1,194 @@
+"""Consumer group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), OffsetCommit (8), OffsetFetch (9), DescribeGroups (15), ListGroups (16),
+DeleteGroups (42), OffsetDelete (47).
+
+The coordinator (``kwire.groups``) is sans-I/O; a JoinGroup or SyncGroup that
+must wait parks on its own ticket here, so the connection's next request is
+read only after it is answered (responses stay in order) while every other
+connection goes on being served.
+"""
+from __future__ import annotations
+
+from kwire.codecs.errors import ErrorCode
+from kwire.groups.results import OffsetCommit
+
+from ..broker import now_ms
+from ..registry import handles
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def service(ctx):
+    return ctx.broker.groups
+
+
+def coordinator_entry(ctx, key: str, key_type: int) -> dict:
+    ep = ctx.broker.advertised
+    if key_type != GROUP_KEY:
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": "kwire has no transaction coordinator yet"}
+    return {"key": key, "node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port,
+            "error_code": 0, "error_message": None}
+
+
+@handles(10, 0, 4)
+async def handle_find_coordinator(ctx, request):
+    service(ctx).offsets_topic()
+    key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [coordinator_entry(ctx, k, key_type) for k in request.coordinator_keys]}
+    entry = coordinator_entry(ctx, request.key, key_type)
+    return {"throttle_time_ms": 0, "error_code": entry["error_code"], "error_message": entry["error_message"],
+            "node_id": entry["node_id"], "host": entry["host"], "port": entry["port"]}
+
+
+@handles(11, 0, 9)
+async def handle_join_group(ctx, request):
+    svc = service(ctx)
+    ticket = svc.new_ticket()
+    rebalance_timeout = request.rebalance_timeout_ms if ctx.api_version >= 1 else request.session_timeout_ms
+    outcome = svc.coordinator.join_group(
+        ticket, request.group_id, request.member_id or "", getattr(request, "group_instance_id", None),
+        request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
+        request.session_timeout_ms, rebalance_timeout, ctx.client_id or "", ctx.peer.rsplit(":", 1)[0],
+        ctx.api_version, getattr(request, "reason", None), now_ms())
+    svc.apply(outcome)
+    r = await svc.wait(ticket)
+    return {"throttle_time_ms": 0, "error_code": int(r.error), "generation_id": r.generation_id,
+            "protocol_type": r.protocol_type, "protocol_name": r.protocol_name, "leader": r.leader_id,
+            "skip_assignment": r.skip_assignment, "member_id": r.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in r.members]}
+
+
+@handles(14, 0, 5)
+async def handle_sync_group(ctx, request):
+    svc = service(ctx)
+    ticket = svc.new_ticket()
+    outcome = svc.coordinator.sync_group(
+        ticket, request.group_id, request.generation_id, request.member_id,
+        getattr(request, "group_instance_id", None), getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        [(a.member_id, a.assignment) for a in request.assignments or ()], now_ms())
+    svc.apply(outcome)
+    r = await svc.wait(ticket)
+    return {"throttle_time_ms": 0, "error_code": int(r.error), "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name, "assignment": r.assignment}
+
+
+@handles(12, 0, 4)
+async def handle_heartbeat(ctx, request):
+    svc = service(ctx)
+    error = svc.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                      getattr(request, "group_instance_id", None), now_ms())
+    return {"throttle_time_ms": 0, "error_code": int(error)}
+
+
+@handles(13, 0, 5)
+async def handle_leave_group(ctx, request):
+    svc = service(ctx)
+    if ctx.api_version >= 3:
+        members = [(m.member_id or None, m.group_instance_id, getattr(m, "reason", None))
+                   for m in request.members]
+    else:
+        members = [(request.member_id, None, None)]
+    outcome = svc.coordinator.leave_group(request.group_id, members, now_ms())
+    svc.apply(outcome)
+    result = outcome.result
+    errors = [int(e) for e in result.member_errors]
+    top = int(result.error)
+    if ctx.api_version < 3 and errors and top == 0:
+        top = errors[0]
+    return {"throttle_time_ms": 0, "error_code": top,
+            "members": [{"member_id": m or "", "group_instance_id": i, "error_code": e}
+                        for (m, i, _), e in zip(members, errors)]}
+
+
+@handles(8, 2, 9)
+async def handle_offset_commit(ctx, request):
+    svc = service(ctx)
+    offsets = []
+    for t in request.topics:
+        for p in t.partitions:
+            offsets.append(OffsetCommit(t.name, p.partition_index, p.committed_offset,
+                                        getattr(p, "committed_leader_epoch", -1),
+                                        p.committed_metadata))
+    outcome = svc.coordinator.commit_offsets(
+        request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
+        getattr(request, "group_instance_id", None), offsets, now_ms())
+    svc.apply(outcome)
+    errors = iter(outcome.result)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(next(errors))}
+                                        for p in t.partitions]} for t in request.topics]}
+
+
+def fetch_group_offsets(ctx, group_id: str, topics) -> list[dict]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    rows = service(ctx).coordinator.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list] = {}
+    for topic, partition, offset, leader_epoch, metadata, error in rows:
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition, "committed_offset": offset, "committed_leader_epoch": leader_epoch,
+            "metadata": metadata, "error_code": int(error)})
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+@handles(9, 1, 9)
+async def handle_offset_fetch(ctx, request):
+    if ctx.api_version >= 8:
+        groups = [{"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics),
+                   "error_code": 0} for g in request.groups]
+        return {"throttle_time_ms": 0, "groups": groups}
+    return {"throttle_time_ms": 0, "topics": fetch_group_offsets(ctx, request.group_id, request.topics),
+            "error_code": 0}
+
+
+@handles(15, 0, 5)
+async def handle_describe_groups(ctx, request):
+    out = []
+    for group_id in request.groups:
+        d = service(ctx).coordinator.describe_group(group_id)
+        out.append({"error_code": int(d.error), "error_message": None, "group_id": group_id,
+                    "group_state": d.state, "protocol_type": d.protocol_type or "",
+                    "protocol_data": d.protocol_name or "",
+                    "members": [{"member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
+                                 "member_metadata": md, "member_assignment": a}
+                                for m, i, c, h, md, a in d.members],
+                    "authorized_operations": None})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+@handles(16, 0, 5)
+async def handle_list_groups(ctx, request):
+    states = list(request.states_filter) if getattr(request, "states_filter", None) else None
+    types = getattr(request, "types_filter", None)
+    groups = service(ctx).coordinator.list_groups(states)
+    if types and "classic" not in [t.lower() for t in types]:
+        groups = []
+    return {"throttle_time_ms": 0, "error_code": 0,
+            "groups": [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"}
+                       for g, pt, st in groups]}
+
+
+@handles(42, 0, 2)
+async def handle_delete_groups(ctx, request):
+    svc = service(ctx)
+    outcome = svc.coordinator.delete_groups(list(request.groups_names))
+    svc.apply(outcome)
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)}
+                                               for g, e in zip(request.groups_names, outcome.result)]}
+
+
+@handles(47, 0, 0)
+async def handle_offset_delete(ctx, request):
+    svc = service(ctx)
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    outcome = svc.coordinator.delete_offsets(request.group_id, wanted)
+    svc.apply(outcome)
+    top, per_partition = outcome.result
+    errors = iter(per_partition)
+    return {"error_code": int(top), "throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(next(errors))}
+                                        for p in t.partitions]} for t in request.topics]}
