@@ -56,8 +56,10 @@ async def handle_join_group(ctx, request):
         ctx.api_version, getattr(request, "reason", None), now_ms())
     svc.apply(outcome)
     r = await svc.wait(ticket)
+    # protocol_name is nullable only from v7 on
+    protocol_name = r.protocol_name if r.protocol_name is not None or ctx.api_version >= 7 else ""
     return {"throttle_time_ms": 0, "error_code": int(r.error), "generation_id": r.generation_id,
-            "protocol_type": r.protocol_type, "protocol_name": r.protocol_name, "leader": r.leader_id,
+            "protocol_type": r.protocol_type, "protocol_name": protocol_name, "leader": r.leader_id,
             "skip_assignment": r.skip_assignment, "member_id": r.member_id,
             "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in r.members]}
 

@@ -353,3 +353,87 @@ def test_static_rejoin_keeps_generation_raw(broker):
         s2.close()
     finally:
         s1.close()
+
+
+def test_cooperative_sticky_two_members(broker):
+    topic = new_topic(broker, 4)
+    group = f"coop-{uuid.uuid4().hex[:6]}"
+    conf = {"partition.assignment.strategy": "cooperative-sticky"}
+    a = consumer(broker, group, **conf)
+    a.subscribe([topic])
+    produce(broker, topic, 100)
+    first = drain([a], 100)[0]
+    assert sorted(first) == list(range(100))
+    a.commit(asynchronous=False)
+    b = consumer(broker, group, **conf)
+    b.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        a.poll(0.1)
+        b.poll(0.1)
+        if a.assignment() and b.assignment() and len(a.assignment()) + len(b.assignment()) == 4:
+            break
+    assert len(a.assignment()) == 2 and len(b.assignment()) == 2, "incremental rebalance split the partitions"
+    produce(broker, topic, 100, start=100)
+    got = drain([a, b], 100)
+    assert sorted(got[0] + got[1]) == list(range(100, 200))
+    assert got[0] and got[1]
+    a.close()
+    b.close()
+
+
+def test_kafka_python_group_seek_to_beginning_and_end(broker):
+    topic = new_topic(broker, 1)
+    group = f"seek-{uuid.uuid4().hex[:6]}"
+    produce(broker, topic, 30)
+    c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 30 and time.monotonic() < deadline:
+        for recs in c.poll(timeout_ms=200).values():
+            got.extend(int(r.value) for r in recs)
+    assert got == list(range(30))
+    c.commit()
+    c.seek_to_beginning()
+    again = []
+    deadline = time.monotonic() + 20
+    while len(again) < 30 and time.monotonic() < deadline:
+        for recs in c.poll(timeout_ms=200).values():
+            again.extend(int(r.value) for r in recs)
+    assert again == list(range(30)), "rewound inside the group"
+    c.seek_to_end()
+    assert not any(c.poll(timeout_ms=500).values())
+    tp = next(iter(c.assignment()))
+    assert c.position(tp) == 30 and c.committed(tp) == 30
+    c.close()
+
+
+def test_aiokafka_group_commit_and_resume(broker):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    topic = new_topic(broker, 2)
+    group = f"aio-{uuid.uuid4().hex[:6]}"
+    produce(broker, topic, 60)
+
+    async def consume(n):
+        c = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500)
+        await c.start()
+        got = []
+        try:
+            async with asyncio.timeout(30):
+                while len(got) < n:
+                    for recs in (await c.getmany(timeout_ms=300)).values():
+                        got.extend(int(r.value) for r in recs)
+            await c.commit()
+        finally:
+            await c.stop()
+        return got
+
+    first = asyncio.run(consume(60))
+    assert sorted(first) == list(range(60))
+    produce(broker, topic, 20, start=60)
+    assert sorted(asyncio.run(consume(20))) == list(range(60, 80)), "resumed after the committed offsets"
