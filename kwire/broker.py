@@ -33,7 +33,7 @@ class Broker:
         self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
                                node_id=config.node_id, cluster_id=config.cluster_id)
         self.advertised: Endpoint | None = None
-        self._appended = trio.Event()
+        self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
         from .group_service import GroupService
         self.groups = GroupService(self)
@@ -50,15 +50,27 @@ class Broker:
         self.logs.close()
 
     # -- wake-ups for long-polling fetches ------------------------------------
-    def notify_appended(self) -> None:
-        self._appended.set()
-        self._appended = trio.Event()
+    def notify_appended(self, partitions) -> None:
+        """Wake the fetches parked on any of ``partitions`` ((topic, partition) pairs)."""
+        for tp in partitions:
+            for event in self._fetch_waiters.pop(tp, ()):
+                event.set()
 
-    async def wait_appended(self, deadline: float) -> None:
-        """Return at the next append anywhere, or at ``deadline`` (trio clock)."""
-        event = self._appended
-        with trio.move_on_at(deadline):
-            await event.wait()
+    async def wait_appended(self, partitions, deadline: float) -> None:
+        """Return at the next append to one of ``partitions``, or at ``deadline`` (trio clock)."""
+        event = trio.Event()
+        for tp in partitions:
+            self._fetch_waiters.setdefault(tp, set()).add(event)
+        try:
+            with trio.move_on_at(deadline):
+                await event.wait()
+        finally:
+            for tp in partitions:
+                waiters = self._fetch_waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._fetch_waiters[tp]
 
     # -- background work --------------------------------------------------------
     async def run_housekeeping(self, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -110,6 +110,7 @@ async def handle_fetch(ctx, request):
         responses, total, errors = build_response(ctx, request)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
-        await ctx.broker.wait_appended(deadline)
+        await ctx.broker.wait_appended(
+            [(t.topic, p.partition) for t in request.topics for p in t.partitions], deadline)
     materialize(responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

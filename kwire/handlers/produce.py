@@ -59,7 +59,7 @@ async def handle_produce(ctx, request):
         return {"responses": responses, "throttle_time_ms": 0}
     flushes: list = []
     responses = []
-    appended = False
+    appended = []
     for topic in request.topic_data:
         parts = []
         for data in topic.partition_data:
@@ -67,11 +67,11 @@ async def handle_produce(ctx, request):
                 parts.append(partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
             entry = append_partition(ctx, topic.name, data, flushes)
-            appended = appended or entry["error_code"] == 0
+            if entry["error_code"] == 0:
+                appended.append((topic.name, data.index))
             parts.append(entry)
         responses.append({"name": topic.name, "partition_responses": parts})
-    if appended:
-        ctx.broker.notify_appended()
+    ctx.broker.notify_appended(appended)
     for plog in flushes:
         await trio.to_thread.run_sync(plog.flush)
     if acks == 0:
