@@ -82,13 +82,14 @@ class LogManager:
     def open(self, now_ms: int) -> None:
         """Load every topic, recovering logs of a directory without a clean-shutdown marker."""
         for d in self.log_dirs:
+            fresh = not os.path.exists(os.path.join(d, "meta.properties"))
             os.makedirs(os.path.join(d, TOPICS_DIR), exist_ok=True)
             self._load_meta(d)
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(marker)
+            clean = fresh or os.path.exists(marker)
             self.clean_start = self.clean_start and clean
             self._load_dir(d, now_ms, recover=not clean)
-            if clean:
+            if os.path.exists(marker):
                 os.unlink(marker)
         self._load_producer_ids()
 
