@@ -372,17 +372,9 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin):
                    assignments: list[tuple[str, bytes]], now_ms: int) -> Outcome:
         """SyncGroup; a follower's ticket waits for the leader's SyncGroup of the generation."""
         self._call(now_ms)
-        group = self._groups.get(group_id) if group_id else None
-        error: ErrorCode | None
-        if not group_id:
-            error = E.INVALID_GROUP_ID
-        elif group is None:
-            error = E.UNKNOWN_MEMBER_ID
-        else:
-            error = self._validate_member(group, member_id, group_instance_id)
-            if error is None and generation_id != group.generation_id:
-                error = E.ILLEGAL_GENERATION
-            elif error is None and protocol_type is not None and protocol_type != group.protocol_type:
+        group, error = self._check_generation(group_id, member_id, group_instance_id, generation_id)
+        if group is not None:
+            if error is None and protocol_type is not None and protocol_type != group.protocol_type:
                 error = E.INCONSISTENT_GROUP_PROTOCOL
             elif error is None and protocol_name is not None and protocol_name != group.protocol_name:
                 error = E.INCONSISTENT_GROUP_PROTOCOL
@@ -410,21 +402,28 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin):
                 self._propagate_sync(group, E.NONE, now_ms)
         return self._done(now_ms)
 
+    def _check_generation(self, group_id: str, member_id: str, group_instance_id: str | None,
+                          generation_id: int) -> tuple[Group | None, ErrorCode | None]:
+        """The group and the first error of the checks SyncGroup and Heartbeat share:
+        a valid group id, a known (unfenced) member, the current generation."""
+        if not group_id:
+            return None, E.INVALID_GROUP_ID
+        group = self._groups.get(group_id)
+        if group is None:
+            return None, E.UNKNOWN_MEMBER_ID
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = E.ILLEGAL_GENERATION
+        return group, error
+
     # ------------------------------------------------------------------ Heartbeat, LeaveGroup
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                   now_ms: int) -> ErrorCode:
         """Heartbeat; a valid one pushes the member's session deadline back."""
         self._call(now_ms)
-        group = self._groups.get(group_id) if group_id else None
-        if not group_id:
-            error = E.INVALID_GROUP_ID
-        elif group is None:
-            error = E.UNKNOWN_MEMBER_ID
-        else:
-            error = self._validate_member(group, member_id, group_instance_id)
-            if error is None and generation_id != group.generation_id:
-                error = E.ILLEGAL_GENERATION
-            elif error is None and group.is_(EMPTY):
+        group, error = self._check_generation(group_id, member_id, group_instance_id, generation_id)
+        if group is not None:
+            if error is None and group.is_(EMPTY):
                 error = E.UNKNOWN_MEMBER_ID
             elif error is None:
                 member = group.members[member_id]
