@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 ACTIVITY_SCHEMA = ("event_id STRING, type STRING, user STRING, page STRING, "
                    "target STRING, query STRING, ts LONG")
 LOG_SCHEMA = "ts LONG, level STRING, service STRING, message STRING"
+PAGE_VIEWS_SCHEMA = "window_start TIMESTAMP, window_end TIMESTAMP, page STRING, views LONG"
 
 PAGES = ["/", "/feed", "/jobs", "/jobs/search", "/messaging", "/notifications",
          "/profile/ada", "/profile/grace", "/company/kwire", "/learning"]
@@ -239,7 +240,7 @@ def top_pages(spark, out_dir: str, n: int = 3):
     path = os.path.join(out_dir, "page_views")
     if not os.path.isdir(path):
         return [], {}
-    df = spark.read.parquet(path)
+    df = spark.read.schema(PAGE_VIEWS_SCHEMA).parquet(path)
     overall = [(r.page, r.views) for r in df.groupBy("page").agg(F.sum("views").alias("views"))
                .orderBy(F.desc("views"), "page").limit(n).collect()]
     ranked = (df.withColumn("rank", F.row_number().over(

@@ -1,0 +1,172 @@
+"""``kwire spark-demo`` / ``python -m kwire.spark.activity``: watch the activity pipeline
+run on PySpark (local mode) against kwire — or any Kafka broker with ``--bootstrap``.
+
+Without ``--bootstrap`` it starts ``python -m kwire serve`` as a child process on a free
+loopback port (the broker as a process, as any user would) and stops it at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from . import activity as A
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="kwire spark-demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bootstrap", help="HOST:PORT of a running broker (default: start kwire)")
+    p.add_argument("--dir", default="./kwire-spark-demo",
+                   help="Parquet output, checkpoints and the demo broker's data (default %(default)s)")
+    p.add_argument("--duration", type=float, default=60, help="seconds to run (default %(default)s)")
+    p.add_argument("--rate", type=int, default=200, help="activity events per second (default %(default)s)")
+    p.add_argument("--trigger", default="1 second", help='processing-time trigger (default "%(default)s")')
+    p.add_argument("--once", action="store_true",
+                   help="process what is in the topics with trigger(availableNow) and exit")
+    p.add_argument("--no-generate", action="store_true", help="do not produce events")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--source", default="auto", choices=["auto", "kafka", "kwire-kafka"],
+                   help="Spark's connector (needs --kafka-packages/--kafka-jars) or kwire's "
+                        "Python data source (default: kafka if configured, else kwire-kafka)")
+    p.add_argument("--kafka-packages", help="Maven coordinate of spark-sql-kafka-0-10 (needs Maven Central)")
+    p.add_argument("--kafka-jars", help="comma-separated local jars: spark-sql-kafka-0-10, kafka-clients, commons-pool2")
+    p.add_argument("--partitions", type=int, default=2, help="partitions of the input topics")
+    p.add_argument("--activity-topic", default="activity")
+    p.add_argument("--logs-topic", default="service-logs")
+    p.add_argument("--output-topic", default="page-views-per-minute")
+    return p.parse_args(argv)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(data_dir: str, timeout_s: float = 20):
+    """``python -m kwire serve`` on a free loopback port; returns (process, bootstrap)."""
+    port = _free_port()
+    os.makedirs(data_dir, exist_ok=True)
+    log = open(os.path.join(data_dir, "broker.log"), "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kwire", "serve", "--override",
+         f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override",
+         f"log.dirs={os.path.join(data_dir, 'logs')}"], stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"kwire exited with {proc.returncode}; see {data_dir}/broker.log")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait(10)
+    raise TimeoutError(f"kwire did not listen on 127.0.0.1:{port} within {timeout_s}s")
+
+
+def stop_broker(proc) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def generate(bootstrap: str, cfg: A.PipelineConfig, rate: int, stop: threading.Event) -> None:
+    """Produce live events (event time = now) at ``rate``/s until ``stop`` is set."""
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    sent, seed = 0, 0
+    try:
+        while not stop.is_set():
+            now = int(time.time() * 1000)
+            batch = max(1, rate // 10)
+            A.produce_json(bootstrap, cfg.activity_topic,
+                           A.activity_events(batch, now, 100, seed=seed, first_id=sent),
+                           key="user", producer=producer)
+            A.produce_json(bootstrap, cfg.logs_topic,
+                           A.log_events(max(1, batch // 4), now, 100, seed=seed), producer=producer)
+            sent += batch
+            seed += 1
+            stop.wait(0.1)
+    finally:
+        producer.close(10)
+
+
+def report(spark, cfg: A.PipelineConfig, queries, out=print) -> None:
+    for q in queries:
+        p = q.lastProgress
+        if p:
+            out(f"  {q.name:20s} batch {p['batchId']:>4}  rows {p['numInputRows']:>6}  "
+                f"{p.get('processedRowsPerSecond', 0):8.0f} rows/s")
+    overall, per_window = A.top_pages(spark, cfg.out_dir, n=3)
+    if overall:
+        out("  top pages (closed windows): "
+            + ", ".join(f"{page} {views}" for page, views in overall))
+        last = max(per_window)
+        out(f"  window {last:%H:%M}: " + ", ".join(f"{pg} {v}" for pg, v in per_window[last]))
+
+
+def main(argv=None) -> int:
+    args = parse_args(list(argv if argv is not None else sys.argv[1:]))
+    from .session import build_session, choose_connector
+    connector = choose_connector(args.source, args.kafka_packages, args.kafka_jars)
+    base = os.path.abspath(args.dir)
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker, bootstrap = start_broker(os.path.join(base, "broker"))
+        print(f"kwire broker at {bootstrap} (pid {broker.pid})")
+    stop = threading.Event()
+    gen = None
+    try:
+        cfg = A.PipelineConfig(bootstrap, os.path.join(base, "out"), os.path.join(base, "checkpoints"),
+                               fmt=connector.fmt, max_offsets_per_trigger=args.max_offsets_per_trigger,
+                               activity_topic=args.activity_topic, logs_topic=args.logs_topic,
+                               output_topic=args.output_topic)
+        A.ensure_topics(bootstrap, {cfg.activity_topic: args.partitions,
+                                    cfg.logs_topic: args.partitions, cfg.output_topic: 1})
+        spark = build_session("kwire-spark-demo", connector=connector)
+        print(f"Spark {spark.version}, source format({connector.fmt!r}); output in {cfg.out_dir}")
+        if args.once:
+            A.run_available_now(spark, cfg, timeout_s=max(args.duration, 60))
+            report(spark, cfg, [])
+            return 0
+        if not args.no_generate:
+            gen = threading.Thread(target=generate, args=(bootstrap, cfg, args.rate, stop), daemon=True)
+            gen.start()
+        queries = A.start_pipeline(spark, cfg, {"processingTime": args.trigger})
+        deadline = time.monotonic() + args.duration
+        while time.monotonic() < deadline:
+            time.sleep(min(5, max(0.1, deadline - time.monotonic())))
+            failed = [q for q in queries if q.exception() is not None]
+            if failed:
+                print(f"query {failed[0].name} failed: {failed[0].exception()}", file=sys.stderr)
+                return 1
+            print(f"[{time.strftime('%H:%M:%S')}]")
+            report(spark, cfg, queries)
+        stop.set()
+        for q in queries:
+            q.stop()
+        report(spark, cfg, [])
+        return 0
+    finally:
+        stop.set()
+        if gen is not None:
+            gen.join(15)
+        if broker is not None:
+            stop_broker(broker)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
