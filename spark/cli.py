@@ -103,18 +103,67 @@ def generate(bootstrap: str, cfg: A.PipelineConfig, rate: int, stop: threading.E
         producer.close(10)
 
 
-def report(spark, cfg: A.PipelineConfig, queries, out=print) -> None:
+class LiveCounts:
+    """Follows the output topic (update mode: the newest record per window and page is
+    its current count) with a stock consumer, for the demo's live view."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from kafka import KafkaConsumer, TopicPartition
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                      enable_auto_commit=False)
+        tps = [TopicPartition(topic, p) for p in self.consumer.partitions_for_topic(topic) or [0]]
+        self.consumer.assign(tps)
+        self.consumer.seek_to_end()
+        self.counts: dict = {}
+
+    def poll(self) -> None:
+        import json
+        for recs in self.consumer.poll(timeout_ms=100, max_records=100000).values():
+            for r in recs:
+                v = json.loads(r.value)
+                self.counts[(v["window_start"], v["page"])] = v["views"]
+
+    def top(self, n: int = 3):
+        if not self.counts:
+            return None, []
+        window = max(w for w, _ in self.counts)
+        pages = sorted(((p, c) for (w, p), c in self.counts.items() if w == window),
+                       key=lambda pc: (-pc[1], pc[0]))
+        return window, pages[:n]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def report(spark, cfg: A.PipelineConfig, queries, live: LiveCounts | None = None, out=print) -> None:
     for q in queries:
         p = q.lastProgress
         if p:
             out(f"  {q.name:20s} batch {p['batchId']:>4}  rows {p['numInputRows']:>6}  "
                 f"{p.get('processedRowsPerSecond', 0):8.0f} rows/s")
+    if live is not None:
+        live.poll()
+        window, pages = live.top()
+        if window:
+            out(f"  live ({cfg.output_topic}) window {window}: "
+                + ", ".join(f"{pg} {v}" for pg, v in pages))
     overall, per_window = A.top_pages(spark, cfg.out_dir, n=3)
     if overall:
-        out("  top pages (closed windows): "
+        out(f"  Parquet, {len(per_window)} closed windows; top pages: "
             + ", ".join(f"{page} {views}" for page, views in overall))
-        last = max(per_window)
-        out(f"  window {last:%H:%M}: " + ", ".join(f"{pg} {v}" for pg, v in per_window[last]))
+
+
+def drain_and_stop(queries, timeout_s: float = 30) -> None:
+    """Let each query catch up with what was produced (bounded), then stop it: stopping
+    in the middle of a batch is safe for the checkpoint but noisy in Spark's log."""
+    def drain():
+        for q in queries:
+            q.processAllAvailable()
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    for q in queries:
+        q.stop()
 
 
 def main(argv=None) -> int:
@@ -146,19 +195,27 @@ def main(argv=None) -> int:
             gen = threading.Thread(target=generate, args=(bootstrap, cfg, args.rate, stop), daemon=True)
             gen.start()
         queries = A.start_pipeline(spark, cfg, {"processingTime": args.trigger})
+        live = LiveCounts(bootstrap, cfg.output_topic)
         deadline = time.monotonic() + args.duration
-        while time.monotonic() < deadline:
-            time.sleep(min(5, max(0.1, deadline - time.monotonic())))
-            failed = [q for q in queries if q.exception() is not None]
-            if failed:
-                print(f"query {failed[0].name} failed: {failed[0].exception()}", file=sys.stderr)
-                return 1
-            print(f"[{time.strftime('%H:%M:%S')}]")
-            report(spark, cfg, queries)
-        stop.set()
-        for q in queries:
-            q.stop()
-        report(spark, cfg, [])
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(min(5, max(0.1, deadline - time.monotonic())))
+                failed = [q for q in queries if q.exception() is not None]
+                if failed:
+                    print(f"query {failed[0].name} failed: {failed[0].exception()}", file=sys.stderr)
+                    return 1
+                print(f"[{time.strftime('%H:%M:%S')}]")
+                report(spark, cfg, queries, live)
+            stop.set()
+            if gen is not None:
+                gen.join(15)
+            drain_and_stop(queries)
+            print("final:")
+            report(spark, cfg, [], live)
+        finally:
+            for q in queries:
+                q.stop()
+            live.close()
         return 0
     finally:
         stop.set()
