@@ -345,9 +345,12 @@ class Broker:
 _CTX = mp.get_context("spawn")
 
 
-def _child_main(conn, fn_name: str, kwargs: dict) -> None:
+def _child_main(conn, fn_name: str, kwargs: dict,
+                module: str = "workloads") -> None:
     try:
-        res = getattr(workloads, fn_name)(**kwargs)
+        import importlib
+
+        res = getattr(importlib.import_module(module), fn_name)(**kwargs)
     except BaseException as e:  # report everything, including KeyboardInterrupt
         res = {"ok": False, "metrics": {}, "notes": [],
                "error": f"client crashed: {type(e).__name__}: {e}\n"
@@ -359,9 +362,12 @@ def _child_main(conn, fn_name: str, kwargs: dict) -> None:
 
 
 def run_in_child(broker: Broker, fn_name: str, kwargs: dict,
-                 timeout_s: float) -> dict:
+                 timeout_s: float, module: str = "workloads") -> dict:
+    """Run ``module.fn_name(**kwargs)`` (a module in bench/) in a spawned
+    child process; kill it if it takes longer than timeout_s."""
     rd, wr = _CTX.Pipe(duplex=False)
-    proc = _CTX.Process(target=_child_main, args=(wr, fn_name, kwargs),
+    proc = _CTX.Process(target=_child_main,
+                        args=(wr, fn_name, kwargs, module),
                         name=f"bench-{fn_name}")
     proc.start()
     wr.close()
