@@ -181,7 +181,8 @@ class _KafkaReaderBase:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_resolver_obj", None)  # sockets stay in the process that opened them
+        if "_resolver_obj" in state:
+            state["_resolver_obj"] = None  # sockets stay in the process that opened them
         return state
 
     def _read(self, r: OffsetRange) -> Iterator:
