@@ -22,6 +22,8 @@ def parse_args(argv):
     s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override one property (repeatable)")
     s.add_argument("--log-level", default="INFO")
+    for name, (_module, help_text) in DELEGATED.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser.parse_args(argv)
 
 
@@ -36,8 +38,19 @@ async def run_until_signal(broker: Broker, host: str, port: int) -> None:
                 break
 
 
+# Subcommands that own their arguments: `kwire spark-demo ...`, `kwire compat ...`.
+DELEGATED = {
+    "spark-demo": ("kwire.spark.cli", "run the Spark Structured Streaming demo pipeline on kwire"),
+    "compat": ("kwire.compat_tests.cli", "run the client x scenario compatibility matrix against a broker"),
+}
+
+
 def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        import importlib
+        return importlib.import_module(DELEGATED[argv[0]][0]).main(argv[1:])
+    args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     overrides = []
