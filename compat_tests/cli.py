@@ -37,6 +37,7 @@ def parse_args(argv):
     p.add_argument("--name", help="the broker's name in the report (default: from --against or 'broker')")
     p.add_argument("--allow", metavar="BROKER",
                    help="exit 0 when every non-pass is in FINDINGS.md's allow-list for BROKER")
+    p.add_argument("--jobs", type=int, default=1, help="clients to run at the same time (default 1)")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every scenario timeout")
     p.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
                 print(f"kwire compat: cannot connect to {bootstrap}: {exc}", file=sys.stderr)
                 return 2
             results = run_matrix(bootstrap, clients, scenarios, timeout_scale=args.timeout_scale,
-                                 progress=progress)
+                                 progress=progress, jobs=args.jobs)
     except reference.ReferenceUnavailable as exc:
         print(f"kwire compat: skipped: {exc}", file=sys.stderr)
         return 0

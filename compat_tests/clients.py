@@ -8,6 +8,7 @@ raise ``Skip`` with the reason.  Every wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 
@@ -101,7 +102,7 @@ class KafkaPython(Client):
         kw.setdefault("enable_auto_commit", False)
         return KafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=10000, **kw)
 
-    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest"):
+    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest", timeout=FETCH_TIMEOUT):
         from kafka import TopicPartition
         from kafka.errors import KafkaError
 
@@ -113,7 +114,7 @@ class KafkaPython(Client):
             for tp in tps:
                 c.seek(tp, offset) if offset is not None else c.seek_to_beginning(tp)
             out: list[Rec] = []
-            deadline = time.monotonic() + FETCH_TIMEOUT
+            deadline = time.monotonic() + timeout
             while len(out) < count and time.monotonic() < deadline:
                 for tp, msgs in c.poll(200).items():
                     out += [Rec(m.value, m.key, [(k, v) for k, v in (m.headers or [])], m.timestamp,
@@ -140,23 +141,10 @@ class KafkaPython(Client):
             c.close()
 
     def member(self, group, topic):
-        client = self
+        from .external import JsonLinesMember   # a process per member: see member_proc.py
 
-        class M(Member):
-            def run(self):
-                c = client._consumer(group_id=group, auto_offset_reset="earliest", enable_auto_commit=True,
-                                     heartbeat_interval_ms=300, session_timeout_ms=10000,
-                                     max_poll_interval_ms=30000)
-                c.subscribe([topic])
-                try:
-                    while not self.stopping():
-                        for tp, msgs in c.poll(100).items():
-                            self.records += [Rec(m.value, m.key, partition=m.partition, offset=m.offset)
-                                             for m in msgs]
-                        self.assigned = {tp.partition for tp in c.assignment()} if c.assignment() else self.assigned
-                finally:
-                    c.close()
-        return M().start()
+        return JsonLinesMember([sys.executable, "-m", "kwire.compat_tests.member_proc",
+                                self.bootstrap, group, topic]).start()
 
     def consume_in_group(self, group, topic, n):
         from kafka import TopicPartition
@@ -269,7 +257,7 @@ class Confluent(Client):
         conf.update(extra)
         return Consumer(conf)
 
-    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest"):
+    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest", timeout=FETCH_TIMEOUT):
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         c = self._consumer(**{"auto.offset.reset": "error" if reset == "none" else reset})
@@ -280,7 +268,7 @@ class Confluent(Client):
             c.assign([TopicPartition(topic, p, OFFSET_BEGINNING if offset is None else offset)
                       for p in partitions])
             out: list[Rec] = []
-            deadline = time.monotonic() + FETCH_TIMEOUT
+            deadline = time.monotonic() + timeout
             while len(out) < count and time.monotonic() < deadline:
                 m = c.poll(0.2)
                 if m is None:
@@ -427,7 +415,7 @@ class AioKafka(Client):
         except KafkaError as exc:
             raise self._errors(exc) from exc
 
-    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest"):
+    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest", timeout=FETCH_TIMEOUT):
         from aiokafka import AIOKafkaConsumer, TopicPartition
         from aiokafka.errors import KafkaError
 
@@ -445,7 +433,7 @@ class AioKafka(Client):
                 for tp in tps:
                     c.seek(tp, offset) if offset is not None else await c.seek_to_beginning(tp)
                 out: list[Rec] = []
-                deadline = time.monotonic() + FETCH_TIMEOUT
+                deadline = time.monotonic() + timeout
                 while len(out) < count and time.monotonic() < deadline:
                     batch = await c.getmany(timeout_ms=200)
                     for tp, msgs in batch.items():

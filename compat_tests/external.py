@@ -90,6 +90,22 @@ class _PipeMember(Member):
         self._thread.join(timeout / 2)
 
 
+class JsonLinesMember(_PipeMember):
+    """A member process printing {"assigned": [...]} and {"record": {...}} lines (base64 values)."""
+
+    def on_stdout(self, line):
+        if not line.startswith("{"):
+            return
+        d = json.loads(line)
+        if "assigned" in d:
+            self.assigned = set(d["assigned"])
+        elif "record" in d:
+            r = d["record"]
+            self.records.append(Rec(_unb64(r.get("value")), _unb64(r.get("key")),
+                                    [(k, _unb64(v)) for k, v in r.get("headers", [])],
+                                    r.get("timestamp"), r["partition"], r["offset"]))
+
+
 # ----------------------------------------------------------------------------- kcat
 class Kcat(Client):
     name = "kcat"
@@ -149,7 +165,7 @@ class Kcat(Client):
                    [(h[i], h[i + 1].encode()) for i in range(0, len(h), 2)], d.get("ts"),
                    d.get("partition"), d.get("offset"))
 
-    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest"):
+    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest", timeout=FETCH_TIMEOUT):
         out = []
         for p in partitions if partitions is not None else [None]:
             args = self._base() + ["-C", "-t", topic, "-J", "-e", "-o",
@@ -158,7 +174,7 @@ class Kcat(Client):
                 args += ["-X", "topic.auto.offset.reset=error"]
             if p is not None:
                 args += ["-p", str(p)]
-            res = _run(args, FETCH_TIMEOUT + 10)
+            res = _run(args, timeout + 10)
             if res.returncode != 0:
                 raise ClientError(self._code(res.stderr), res.stderr.strip()[-200:])
             out += [self._rec(json.loads(line)) for line in res.stdout.splitlines() if line.startswith("{")]
@@ -290,30 +306,18 @@ class KafkaJS(Client):
             return out
         return None
 
-    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest"):
+    def fetch(self, topic, count, partitions=None, offset=None, reset="earliest", timeout=FETCH_TIMEOUT):
         if offset is not None or reset != "earliest":
             raise Skip("KafkaJS consumers always run in a group and reset offsets themselves")
         return [self._dec(d) for d in self._call("fetch", topic=topic, count=count, partitions=partitions,
-                                                timeoutMs=int(FETCH_TIMEOUT * 1000))]
+                                                timeoutMs=int(timeout * 1000))]
 
     def offset_for(self, topic, partition, spec):
         return self._call("offsets", topic=topic, partition=partition, spec=spec)
 
     def member(self, group, topic):
-        client = self
-
-        class M(_PipeMember):
-            def on_stdout(self, line):
-                if not line.startswith("{"):
-                    return
-                d = json.loads(line)
-                if "assigned" in d:
-                    self.assigned = set(d["assigned"])
-                elif "record" in d:
-                    self.records.append(client._dec(d["record"]))
-
         cmd = json.dumps({"op": "member", "bootstrap": self.bootstrap, "group": group, "topic": topic})
-        return M(["node", str(RUNNER)], stdin_text=cmd + "\n", env=self._env()).start()
+        return JsonLinesMember(["node", str(RUNNER)], stdin_text=cmd + "\n", env=self._env()).start()
 
     def consume_in_group(self, group, topic, n):
         return [self._dec(d) for d in self._call("consume_in_group", group=group, topic=topic, count=n,

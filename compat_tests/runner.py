@@ -9,6 +9,7 @@ kcat/node children it started included) and the scenario is a fail with
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import queue
@@ -136,32 +137,40 @@ class Worker:
         self.kill()
 
 
+def _run_client(client, bootstrap, clients, scenarios, log_dir, timeout_scale, progress) -> list[dict]:
+    out = []
+    worker = None
+    for name in scenarios:
+        timeout = SCENARIOS[name][1] * timeout_scale
+        if worker is None:
+            worker = Worker(client, bootstrap, clients, os.path.join(log_dir, f"{client}.log"))
+        t0 = time.monotonic()
+        res = worker.ask(name, timeout)
+        if res is None or res.get("reason") == "worker process died":
+            worker.kill()
+            worker = None
+            res = {"status": "fail",
+                   "reason": f"timeout after {timeout:.0f}s" if res is None else res["reason"]}
+        res.update(client=client, scenario=name, seconds=res.get("seconds", round(time.monotonic() - t0, 2)))
+        out.append(res)
+        if progress:
+            progress(res)
+    if worker is not None:
+        worker.close()
+    return out
+
+
 def run_matrix(bootstrap: str, clients: list[str] | None = None, scenarios: list[str] | None = None,
-               log_dir: str | None = None, timeout_scale: float = 1.0, progress=None) -> list[dict]:
+               log_dir: str | None = None, timeout_scale: float = 1.0, progress=None,
+               jobs: int = 1) -> list[dict]:
+    """Results in client order, then scenario order; ``jobs`` clients run at once."""
     clients = clients or DEFAULT_CLIENTS
     scenarios = scenarios or list(SCENARIOS)
     log_dir = log_dir or tempfile.mkdtemp(prefix="kwire-compat-")
-    out = []
-    for client in clients:
-        worker = None
-        for name in scenarios:
-            timeout = SCENARIOS[name][1] * timeout_scale
-            if worker is None:
-                worker = Worker(client, bootstrap, clients, os.path.join(log_dir, f"{client}.log"))
-            t0 = time.monotonic()
-            res = worker.ask(name, timeout)
-            if res is None or res.get("reason") == "worker process died":
-                worker.kill()
-                worker = None
-                res = {"status": "fail",
-                       "reason": f"timeout after {timeout:.0f}s" if res is None else res["reason"]}
-            res.update(client=client, scenario=name, seconds=res.get("seconds", round(time.monotonic() - t0, 2)))
-            out.append(res)
-            if progress:
-                progress(res)
-        if worker is not None:
-            worker.close()
-    return out
+    args = (bootstrap, clients, scenarios, log_dir, timeout_scale, progress)
+    with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+        per_client = list(pool.map(lambda c: _run_client(c, *args), clients))
+    return [r for rs in per_client for r in rs]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:

@@ -254,7 +254,7 @@ def _bad_input_checks(c, env):
     short = env.setup.create_topic("range")
     env.setup.produce(short, records(3, partition=0))
     checks.append(("fetch past the end, no reset", 1,
-                   lambda: c.fetch(short, 1, partitions=[0], offset=100, reset="none")))
+                   lambda: c.fetch(short, 1, partitions=[0], offset=100, reset="none", timeout=5)))
     return checks
 
 
