@@ -56,7 +56,7 @@ def side_by_side(runs: dict[str, list[dict]]) -> str:
 
 
 # ---------------------------------------------------------------------------- allow-list
-ROW = re.compile(r"^\|\s*(?P<broker>[\w.-]+)\s*\|\s*(?P<client>[\w.*-]+)\s*\|\s*(?P<scenario>[\w*]+)\s*\|"
+ROW = re.compile(r"^\|\s*(?P<broker>[\w.*-]+)\s*\|\s*(?P<client>[\w.*-]+)\s*\|\s*(?P<scenario>[\w*]+)\s*\|"
                  r"\s*(?P<status>fail|skip)\s*\|\s*(?P<reason>.+?)\s*\|\s*$")
 
 
@@ -71,7 +71,7 @@ def allow_list(path: Path = FINDINGS) -> list[dict]:
 
 
 def _matches(entry: dict, broker: str, r: dict) -> bool:
-    return (entry["broker"] == broker and entry["status"] == r["status"]
+    return (entry["broker"] in ("*", broker) and entry["status"] == r["status"]
             and entry["client"] in ("*", r["client"]) and entry["scenario"] in ("*", r["scenario"]))
 
 
@@ -87,7 +87,7 @@ def stale(broker: str, results: list[dict], allowed: list[dict] | None = None) -
     allowed = allow_list() if allowed is None else allowed
     out = []
     for e in allowed:
-        if e["broker"] != broker:
+        if e["broker"] != broker:   # "*" rows describe the harness, not a broker
             continue
         relevant = [r for r in results if e["client"] in ("*", r["client"]) and e["scenario"] in ("*", r["scenario"])]
         if relevant and not any(_matches(e, broker, r) for r in relevant):

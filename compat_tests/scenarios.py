@@ -240,14 +240,15 @@ def _bad_input_checks(c, env):
     if c.has_admin:
         existing = env.setup.create_topic("exists")
         checks += [
-            ("invalid topic name", 17, lambda: c.create_topic("bad name!", 1)),
+            ("invalid topic name", 17, lambda: c.create_topic(unique("bad") + " name!", 1)),
             ("0 partitions", 37, lambda: c.create_topic(unique("zero"), 0)),
             ("topic exists", 36, lambda: c.create_topic(existing, 1)),
             ("delete unknown topic", 3, lambda: c.delete_topic(unique("missing"))),
             ("invalid config value", 40, lambda: c.create_topic(unique("cfg"), 1, {"retention.ms": "abc"})),
         ]
     else:
-        checks.append(("produce to an invalid topic name", 17, lambda: c.produce("bad name!", [Rec(b"x")])))
+        checks.append(("produce to an invalid topic name", 17,
+                       lambda: c.produce(unique("bad") + " name!", [Rec(b"x")])))
     small = env.setup.create_topic("big", configs={"max.message.bytes": "1024"})
     checks.append(("record over max.message.bytes", 10,
                    lambda: c.produce(small, [Rec(b"x" * 4096, partition=0)], idempotent=False)))

@@ -1,0 +1,54 @@
+"""The harness itself: CLI, JSON, allow-list parsing, timeouts."""
+import json
+
+import pytest
+
+import kwire.testing
+from kwire.compat_tests import cli, report
+from kwire.compat_tests.runner import CLIENTS, run_matrix
+from kwire.compat_tests.scenarios import SCENARIOS
+
+
+def test_list(capsys):
+    assert cli.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(c in out for c in CLIENTS) and all(s in out for s in SCENARIOS)
+
+
+def test_usage_errors(capsys):
+    assert cli.main([]) == 2
+    assert cli.main(["--bootstrap", "127.0.0.1:1", "--clients", "nope"]) == 2
+    assert cli.main(["--bootstrap", "127.0.0.1:1", "--clients", "raw-socket"]) == 2   # nothing listening
+
+
+def test_cli_table_and_json(tmp_path, capsys):
+    out_json = tmp_path / "r.json"
+    with kwire.testing.broker() as b:
+        rc = cli.main(["-q", "--bootstrap", b.bootstrap, "--clients", "raw-socket,kafka-python",
+                       "--scenarios", "bad_frames,round_trip", "--json", str(out_json)])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "bad_frames" in table and "raw-socket" in table
+    data = json.loads(out_json.read_text())
+    cells = {(r["client"], r["scenario"]): r["status"] for r in data["results"]}
+    assert cells == {("raw-socket", "bad_frames"): "pass", ("raw-socket", "round_trip"): "skip",
+                     ("kafka-python", "bad_frames"): "skip", ("kafka-python", "round_trip"): "pass"}
+
+
+def test_a_hung_scenario_is_a_timeout_and_the_next_one_runs():
+    with kwire.testing.broker() as b:
+        results = run_matrix(b.bootstrap, ["kafka-python"], ["group_queue", "round_trip"],
+                             timeout_scale=0.001)
+    assert results[0]["status"] == "fail" and results[0]["reason"].startswith("timeout")
+    assert [r["scenario"] for r in results] == ["group_queue", "round_trip"]
+
+
+def test_allow_list_parses_and_matches():
+    rows = report.allow_list()
+    assert any(r["broker"] == "tansu" for r in rows)
+    assert all(r["reason"] for r in rows)
+    fail = {"client": "kcat", "scenario": "round_trip", "status": "fail", "reason": "x"}
+    assert report.unexpected("tansu", [fail]) == []
+    assert report.unexpected("kwire", [fail]) == [fail]
+    skip = {"client": "kcat", "scenario": "admin", "status": "skip", "reason": "x"}
+    assert report.unexpected("kwire", [skip]) == []
