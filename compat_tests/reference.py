@@ -24,7 +24,9 @@ from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH_RUN = REPO / "bench" / "run.py"
-KAFKA_IMAGE = os.environ.get("KWIRE_COMPAT_KAFKA_IMAGE", "apache/kafka:3.9.0")
+# None: the image testcontainers' Kafka module is built around (its start-up wait matches that
+# image's log line); KWIRE_COMPAT_KAFKA_IMAGE overrides it
+KAFKA_IMAGE = os.environ.get("KWIRE_COMPAT_KAFKA_IMAGE")
 
 
 class ReferenceUnavailable(Exception):
@@ -109,8 +111,12 @@ def apache_kafka():
     if why:
         raise ReferenceUnavailable(why)
     try:
-        from testcontainers.kafka import KafkaContainer
+        from testcontainers.community.kafka import KafkaContainer   # testcontainers >= 4.10
     except ImportError:
-        raise ReferenceUnavailable("pip install 'testcontainers[kafka]' to run against Apache Kafka") from None
-    with KafkaContainer(KAFKA_IMAGE) as kafka:
+        try:
+            from testcontainers.kafka import KafkaContainer
+        except ImportError:
+            raise ReferenceUnavailable("pip install 'testcontainers[kafka]' to run against Apache Kafka") from None
+    container = KafkaContainer(KAFKA_IMAGE) if KAFKA_IMAGE else KafkaContainer()
+    with container as kafka:
         yield kafka.get_bootstrap_server()
