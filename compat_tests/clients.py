@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from .model import ClientError, Rec, Skip
+from .model import ClientError, Rec
 
 FETCH_TIMEOUT = 15.0
 CODECS = ("gzip", "snappy", "lz4", "zstd")

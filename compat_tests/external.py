@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 from .clients import FETCH_TIMEOUT, Client, Member

@@ -1,8 +1,6 @@
 """The harness itself: CLI, JSON, allow-list parsing, timeouts."""
 import json
 
-import pytest
-
 import kwire.testing
 from kwire.compat_tests import cli, report
 from kwire.compat_tests.runner import CLIENTS, run_matrix
