@@ -13,7 +13,8 @@ from kwire.compat_tests.runner import CLIENTS, run_matrix
 from kwire.compat_tests.scenarios import SCENARIOS
 from tests.support.broker import BrokerProcess
 
-pytestmark = pytest.mark.clients
+# the whole matrix runs in the first test's fixture setup, which pytest-timeout counts
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import pytest
 from kwire.compat_tests import reference, report
 from kwire.compat_tests.runner import run_matrix
 
-pytestmark = pytest.mark.clients
+# the whole matrix runs in the first test's fixture setup, which pytest-timeout counts
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(600)]
 
 CLIENTS = ["kafka-python", "confluent-kafka", "kafkajs", "raw-socket"]
 

@@ -3,7 +3,8 @@ import pytest
 
 from kwire.compat_tests import third_party
 
-pytestmark = pytest.mark.clients
+# the whole matrix runs in the first test's fixture setup, which pytest-timeout counts
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(600)]
 
 
 def test_kafka_python_integration_suite():
