@@ -30,12 +30,12 @@ import group_workloads as gw  # noqa: E402
 from run import (  # noqa: E402
     KNOWN_BROKERS,
     Broker,
-    BrokerStartError,
     _combine,
     _fmt,
     environment,
     log,
     run_in_child,
+    start_broker,
 )
 
 KWIRE_GROUP_ARGS = ["--override", "group.initial.rebalance.delay.ms=0"]
@@ -140,25 +140,11 @@ def _one_line(w: str, r: dict) -> str:
 
 def run_broker(name: str, args, run_dir: Path, params: dict, run_id: str,
                selected: list[str]) -> dict:
-    out: dict = {"broker": name, "ok": True, "error": None, "workloads": {}}
     bargs = argparse.Namespace(**vars(args))
     if name == "kwire":
         bargs.kwire_arg = KWIRE_GROUP_ARGS + list(args.kwire_arg)
-    b = Broker(name, bargs, run_dir)
-    out["port"] = b.port
-    out["log"] = str(b.log_path)
-    try:
-        b.start()
-        out["command"] = b.cmd
-        out["metadata"] = b.wait_ready(args.start_timeout)
-    except BrokerStartError as e:
-        out["ok"] = False
-        out["error"] = f"broker did not start: {e}"
-        log(f"{name}: FAILED TO START: {e}")
-        for w in selected:
-            out["workloads"][w] = {"ok": False, "error": out["error"],
-                                   "metrics": {}, "notes": []}
-        out["stop"] = b.stop()
+    b, out = start_broker(name, bargs, run_dir, selected)
+    if b is None:
         return out
     try:
         topic = f"bench-groups-{run_id}"

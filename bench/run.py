@@ -438,8 +438,12 @@ def plan(args) -> dict:
     }
 
 
-def run_broker(name: str, args, run_dir: Path, params: dict, run_id: str,
-               selected: list[str]) -> dict:
+def start_broker(name: str, args, run_dir: Path, selected: list[str]):
+    """Start one broker and wait until it serves Metadata.
+
+    Returns (broker, result dict); the broker is None when it did not start,
+    and then every selected workload is already marked failed in the result.
+    """
     out: dict = {"broker": name, "ok": True, "error": None, "workloads": {}}
     b = Broker(name, args, run_dir)
     out["port"] = b.port
@@ -456,6 +460,14 @@ def run_broker(name: str, args, run_dir: Path, params: dict, run_id: str,
             out["workloads"][w] = {"ok": False, "error": out["error"],
                                    "metrics": {}, "notes": []}
         out["stop"] = b.stop()
+        return None, out
+    return b, out
+
+
+def run_broker(name: str, args, run_dir: Path, params: dict, run_id: str,
+               selected: list[str]) -> dict:
+    b, out = start_broker(name, args, run_dir, selected)
+    if b is None:
         return out
 
     cl = str(b.client_log)
