@@ -1,6 +1,23 @@
+import pathlib
+
 import pytest
 
 from tests.support.broker import BrokerProcess
+
+# Folders whose tests start broker processes or drive stock clients over sockets.  They are the
+# slow lane; `pytest -m "not clients"` leaves them out and runs the in-process tests in seconds.
+CLIENT_DIRS = ("integration", "compat", "spark", "testing")
+_TESTS = pathlib.Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        try:
+            folder = pathlib.Path(str(item.path)).relative_to(_TESTS).parts[0]
+        except ValueError:
+            continue
+        if folder in CLIENT_DIRS:
+            item.add_marker(pytest.mark.clients)
 
 
 @pytest.fixture(scope="session")
