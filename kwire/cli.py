@@ -8,7 +8,7 @@ import sys
 
 import trio
 
-from kwire.admin.broker_config import ConfigError, load_broker_config
+from kwire.admin.broker_config import ConfigError, load_broker_config, parse_overrides
 
 from .broker import Broker
 from .server import serve
@@ -53,14 +53,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = []
-    for item in args.override:
-        if "=" not in item:
-            print(f"kwire: --override needs KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        overrides.append(tuple(item.split("=", 1)))
     try:
-        config = load_broker_config(args.properties, dict(overrides))
+        config = load_broker_config(args.properties, parse_overrides(args.override))
     except (ConfigError, OSError) as exc:
         print(f"kwire: invalid configuration: {exc}", file=sys.stderr)
         return 2
