@@ -21,7 +21,7 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 
 from kwire.spark import activity as A
-from kwire.spark.cli import start_broker, stop_broker
+from kwire.spark.cli import start_broker
 from kwire.spark.session import build_session
 
 
@@ -136,7 +136,8 @@ def main(argv=None) -> int:
     workdir = tempfile.mkdtemp(prefix="kwire-spark-bench-")
     broker, bootstrap = (None, args.bootstrap)
     if bootstrap is None:
-        broker, bootstrap = start_broker(os.path.join(workdir, "broker"))
+        broker = start_broker(os.path.join(workdir, "broker"))
+        bootstrap = broker.bootstrap
     result = {"records": args.records, "value_bytes": args.size, "cores": os.cpu_count()}
     try:
         A.ensure_topics(bootstrap, {"bench-1p": 1, "bench-2p": 2})
@@ -158,7 +159,7 @@ def main(argv=None) -> int:
         spark.stop()
     finally:
         if broker is not None:
-            stop_broker(broker)
+            broker.stop()
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -9,65 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import threading
 import time
 
-from .model import ClientError, Rec
-
-FETCH_TIMEOUT = 15.0
-CODECS = ("gzip", "snappy", "lz4", "zstd")
-
-
-class Member:
-    """A consumer-group member polling on a background thread."""
-
-    def __init__(self):
-        self.records: list[Rec] = []
-        self.assigned: set[int] | None = None
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._guarded, daemon=True)
-
-    def start(self) -> "Member":
-        self._thread.start()
-        return self
-
-    def _guarded(self):
-        try:
-            self.run()
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"[:200]
-
-    def run(self):  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def assignment(self) -> set[int] | None:
-        return self.assigned
-
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
-    def stop(self, timeout: float = 15.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
-
-
-class Client:
-    name = "?"
-    codecs: tuple[str, ...] = CODECS
-    per_record_headers = True
-    sets_timestamps = True
-    has_admin = True
-
-    def __init__(self, bootstrap: str):
-        self.bootstrap = bootstrap
-
-    def unavailable(self) -> str | None:
-        return None
-
-    def close(self) -> None:
-        pass
-
+from .model import FETCH_TIMEOUT, Client, ClientError, Member, Rec
 
 # ----------------------------------------------------------------------------- kafka-python
 class KafkaPython(Client):

@@ -13,8 +13,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from .clients import FETCH_TIMEOUT, Client, Member
-from .model import ClientError, Rec, Skip, code_for_name
+from .model import FETCH_TIMEOUT, Client, ClientError, Member, Rec, Skip, code_for_name
 
 KAFKAJS_VERSION = "2.2.4"
 KAFKAJS_SNAPPY_VERSION = "1.1.0"

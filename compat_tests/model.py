@@ -7,6 +7,7 @@ broker.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import uuid
 
@@ -148,3 +149,59 @@ def records(n: int, *, prefix: str = "v", keys: int | None = None, headers: bool
                        headers=[("h1", f"hv-{i}".encode()), ("h2", b"x")] if headers else [],
                        timestamp=None if t0 is None else t0 + i * step_ms, partition=partition))
     return out
+
+
+# ----------------------------------------------------------------------------- client adapters
+FETCH_TIMEOUT = 15.0   # seconds any one fetch may take, in every client adapter
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+class Member:
+    """A consumer-group member polling on a background thread."""
+
+    def __init__(self):
+        self.records: list[Rec] = []
+        self.assigned: set[int] | None = None
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._guarded, daemon=True)
+
+    def start(self) -> "Member":
+        self._thread.start()
+        return self
+
+    def _guarded(self):
+        try:
+            self.run()
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"[:200]
+
+    def run(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def assignment(self) -> set[int] | None:
+        return self.assigned
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+
+class Client:
+    name = "?"
+    codecs: tuple[str, ...] = CODECS
+    per_record_headers = True
+    sets_timestamps = True
+    has_admin = True
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        pass

@@ -20,9 +20,9 @@ import tempfile
 import threading
 import time
 
-from .clients import AioKafka, Client, Confluent, KafkaPython
+from .clients import AioKafka, Confluent, KafkaPython
 from .external import KafkaJS, Kcat
-from .model import ClientError, Fail, Setup, Skip
+from .model import Client, ClientError, Fail, Setup, Skip
 from .scenarios import SCENARIOS
 
 

@@ -10,8 +10,7 @@ import socket
 import struct
 import time
 
-from .clients import CODECS
-from .model import ClientError, Fail, Rec, Skip, check, records, unique, wait_until
+from .model import CODECS, ClientError, Fail, Rec, Skip, check, records, unique, wait_until
 
 SCENARIOS: dict[str, tuple] = {}   # name -> (function, timeout seconds, description)
 

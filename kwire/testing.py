@@ -22,6 +22,10 @@ want them to: ``group.initial.rebalance.delay.ms=0`` (Kafka waits 3 s before
 the first rebalance of an empty group).
 
 The pytest plugin (``kwire.pytest_plugin``) wraps this in fixtures.
+
+For a broker in a child process of its own (kill -9, restart over the same
+data, start-up), use ``broker_process(...)`` / ``BrokerProcess`` from
+``kwire.testing_process``, re-exported here.
 """
 from __future__ import annotations
 
@@ -40,8 +44,10 @@ from kwire.admin.broker_config import load_broker_config
 
 from .broker import Broker
 from .server import serve
+from .testing_process import BrokerProcess, BrokerStartError, broker_process
 
-__all__ = ["EmbeddedBroker", "broker", "property_name"]
+__all__ = ["BrokerProcess", "BrokerStartError", "EmbeddedBroker", "broker", "broker_process",
+           "property_name"]
 
 logger = logging.getLogger("kwire.testing")
 

@@ -10,7 +10,8 @@ Streaming over a Kafka-protocol broker.
     query log_counts_parquet : log lines per level/service per window → Parquet
     top_pages(...)           : top pages per window and overall, from the Parquet output
 
-Run it: ``python -m kwire.spark.activity --help`` (or ``kwire spark-demo``).
+Run it: ``kwire spark-demo --help`` (or ``python -m kwire.spark.cli``; the CLI imports this
+module, never the reverse).
 """
 from __future__ import annotations
 
@@ -250,10 +251,3 @@ def top_pages(spark, out_dir: str, n: int = 3):
     for r in ranked:
         per_window.setdefault(r.window_start, []).append((r.page, r.views))
     return overall, per_window
-
-
-if __name__ == "__main__":
-    import sys
-
-    from .cli import main
-    sys.exit(main(sys.argv[1:]))

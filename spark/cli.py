@@ -1,4 +1,4 @@
-"""``kwire spark-demo`` / ``python -m kwire.spark.activity``: watch the activity pipeline
+"""``kwire spark-demo`` / ``python -m kwire.spark.cli``: watch the activity pipeline
 run on PySpark (local mode) against kwire — or any Kafka broker with ``--bootstrap``.
 
 Without ``--bootstrap`` it starts ``python -m kwire serve`` as a child process on a free
@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
+
+from kwire.testing import BrokerProcess
 
 from . import activity as A
 
@@ -43,43 +42,14 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_broker(data_dir: str, timeout_s: float = 20) -> BrokerProcess:
+    """``python -m kwire serve`` on a free loopback port, data and log under ``data_dir``.
 
-
-def start_broker(data_dir: str, timeout_s: float = 20):
-    """``python -m kwire serve`` on a free loopback port; returns (process, bootstrap)."""
-    port = _free_port()
+    Production defaults (no test shortcuts).  Raises ``BrokerStartError``; stop it
+    with ``.stop()`` (SIGTERM, then -9 after 10 s).
+    """
     os.makedirs(data_dir, exist_ok=True)
-    log = open(os.path.join(data_dir, "broker.log"), "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kwire", "serve", "--override",
-         f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override",
-         f"log.dirs={os.path.join(data_dir, 'logs')}"], stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"kwire exited with {proc.returncode}; see {data_dir}/broker.log")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    proc.wait(10)
-    raise TimeoutError(f"kwire did not listen on 127.0.0.1:{port} within {timeout_s}s")
-
-
-def stop_broker(proc) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+    return BrokerProcess(data_dir, test_defaults=False).start(timeout_s)
 
 
 def generate(bootstrap: str, cfg: A.PipelineConfig, rate: int, stop: threading.Event) -> None:
@@ -174,7 +144,8 @@ def main(argv=None) -> int:
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        broker, bootstrap = start_broker(os.path.join(base, "broker"))
+        broker = start_broker(os.path.join(base, "broker"))
+        bootstrap = broker.bootstrap
         print(f"kwire broker at {bootstrap} (pid {broker.pid})")
     stop = threading.Event()
     gen = None
@@ -222,7 +193,7 @@ def main(argv=None) -> int:
         if gen is not None:
             gen.join(15)
         if broker is not None:
-            stop_broker(broker)
+            broker.stop()
 
 
 if __name__ == "__main__":

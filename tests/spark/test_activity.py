@@ -98,7 +98,7 @@ def test_pipeline_exact_aggregates_then_resume_from_checkpoint(spark, broker, to
 def test_pipeline_killed_midway_resumes_exactly_once(spark, broker, topic_name, tmp_path):
     cfg = config(broker.bootstrap, topic_name, tmp_path, max_offsets_per_trigger=100)
     events, logs = produce(cfg, 0, n_events=1200, n_logs=300)
-    args = [sys.executable, "-m", "kwire.spark.activity", "--bootstrap", cfg.bootstrap,
+    args = [sys.executable, "-m", "kwire.spark.cli", "--bootstrap", cfg.bootstrap,
             "--dir", str(tmp_path), "--no-generate", "--duration", "120",
             "--max-offsets-per-trigger", "100", "--trigger", "200 milliseconds",
             "--activity-topic", cfg.activity_topic, "--logs-topic", cfg.logs_topic,

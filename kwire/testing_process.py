@@ -1,0 +1,254 @@
+"""kwire as a real child process, for tests that kill it, restart it or need it isolated.
+
+    from kwire.testing import broker_process
+
+    with broker_process(partitions=3) as b:        # ``python -m kwire serve``
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap)
+        ...
+        b.kill()                                    # kill -9: no clean-shutdown marker
+        b.start()                                   # same port, same data: recovery runs
+
+Use it instead of ``kwire.testing.broker`` (in-process, milliseconds) when the
+test is about the process itself: crashes, restarts over the same data, signal
+handling, start-up, or a broker that must not share the test's interpreter.
+
+Each ``BrokerProcess`` owns a free 127.0.0.1 port, chosen once so a restart
+keeps it, and a data directory (a temporary one removed by ``close()`` unless
+one is passed in) laid out as ``<data_dir>/logs`` (``log.dirs``) and
+``<data_dir>/broker.log`` (the process's stdout and stderr, appended across
+restarts).  Server properties follow ``kwire.testing.broker``'s rules: Kafka
+keys, keywords with underscores for dots, ``group.initial.rebalance.delay.ms=0``
+unless ``test_defaults=False``.
+
+Only the standard library is used here: the launcher itself never imports the
+broker.  A ``cluster_process(...)`` of several brokers belongs next to
+``broker_process`` and should reuse ``BrokerProcess``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Iterator, Mapping, Sequence
+
+__all__ = ["BrokerProcess", "BrokerStartError", "broker_process", "free_port", "wait_port"]
+
+TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
+class BrokerStartError(RuntimeError):
+    """The broker process exited, or did not listen in time; the message ends with its log."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS's choice for port 0)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen | None = None,
+              interval: float = 0.02) -> None:
+    """Return once ``host:port`` accepts a TCP connection, polling every ``interval`` s.
+
+    Raises ``BrokerStartError`` when ``proc`` exits first or nothing listens
+    after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise BrokerStartError(f"the broker exited with code {proc.returncode}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise BrokerStartError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
+        time.sleep(interval)
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class BrokerProcess:
+    """``python -m kwire serve`` in a child process: start, stop (SIGTERM), kill (-9), restart.
+
+    ``properties`` are Kafka keys (``{"log.segment.bytes": 200000}``); keyword
+    arguments spell them with underscores for dots (``log_segment_bytes=200000``).
+    ``log.dirs`` and ``listeners`` are set from ``data_dir`` and ``port`` unless
+    given.  ``args`` are extra command-line arguments for ``kwire serve``
+    (``["--log-level", "WARNING"]``), ``log_path`` moves the output file,
+    ``env`` replaces the child's environment, ``new_session`` puts the child in
+    a session of its own (a Ctrl-C in the terminal then does not reach it).
+
+    Attributes: ``port``, ``bootstrap`` ("127.0.0.1:PORT"), ``data_dir``,
+    ``log_path``, ``proc`` (the ``subprocess.Popen`` of the current run).
+
+    Subclasses may override ``command()`` to run another Kafka-compatible broker
+    with the same lifecycle (kwire's benchmarks run Tansu this way).
+    """
+
+    def __init__(self, data_dir: str | os.PathLike | None = None, *,
+                 properties: Mapping[str, Any] | None = None, port: int | None = None,
+                 args: Sequence[str] = (), log_path: str | os.PathLike | None = None,
+                 env: Mapping[str, str] | None = None, new_session: bool = False,
+                 test_defaults: bool = True, **server_properties: Any):
+        self.port = port or free_port()
+        self._tmp = None
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="kwire-process-")
+            data_dir = self._tmp.name
+        self.data_dir = os.fspath(data_dir)
+        self.log_path = os.fspath(log_path or os.path.join(self.data_dir, "broker.log"))
+        self.properties = dict(TEST_DEFAULTS) if test_defaults else {}
+        self.properties.update({"listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                                "log.dirs": os.path.join(self.data_dir, "logs")})
+        self.properties.update({k.replace("_", "."): _format(v) for k, v in server_properties.items()})
+        self.properties.update({k: _format(v) for k, v in (properties or {}).items()})
+        self.args = list(args)
+        self.env = dict(env) if env is not None else None
+        self.new_session = new_session
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for ``bootstrap_servers`` / ``bootstrap.servers``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def command(self) -> list[str]:
+        """The argv of the broker: ``python -m kwire serve --override k=v ... *args``."""
+        cmd = [sys.executable, "-m", "kwire", "serve"]
+        for key, value in self.properties.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd + self.args
+
+    # -- lifecycle ---------------------------------------------------------------
+    def spawn(self) -> subprocess.Popen:
+        """Start the process and return at once (``wait_ready()`` waits for the port).
+
+        Raises ``RuntimeError`` if it is already running, ``BrokerStartError``
+        if the command cannot be executed.
+        """
+        if self.alive():
+            raise RuntimeError(f"already running (pid {self.proc.pid})")
+        os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            try:
+                self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, cwd=self.data_dir, env=self.env,
+                                             start_new_session=self.new_session)
+            except OSError as exc:
+                raise BrokerStartError(f"could not execute {self.command()[0]}: {exc}") from None
+        return self.proc
+
+    def wait_ready(self, timeout: float = 20, interval: float = 0.02) -> None:
+        """Return once the port accepts connections.
+
+        Raises ``BrokerStartError`` (with the log's tail) if the process exits
+        first or does not listen within ``timeout`` seconds; the process is
+        left as it is (``close()`` ends it).
+        """
+        try:
+            wait_port("127.0.0.1", self.port, timeout, self.proc, interval)
+        except BrokerStartError as exc:
+            raise BrokerStartError(f"{exc}; log tail ({self.log_path}):\n{self.log_tail()}") from None
+
+    def start(self, timeout: float = 20) -> "BrokerProcess":
+        """``spawn()`` then ``wait_ready(timeout)``; a start after ``stop()``/``kill()`` restarts
+        on the same port and data.  Raises ``BrokerStartError``; a process that did
+        not come up is killed."""
+        self.spawn()
+        try:
+            self.wait_ready(timeout)
+        except BrokerStartError:
+            self._kill_quietly()
+            raise
+        return self
+
+    def stop(self, timeout: float = 10) -> int:
+        """SIGTERM and wait: a clean shutdown.  Returns the exit code (0 after a clean stop).
+
+        A process still running after ``timeout`` seconds is killed, and the
+        code is then ``-signal.SIGKILL``.  Raises ``RuntimeError`` if never started.
+        """
+        if self.proc is None:
+            raise RuntimeError("the broker was never started")
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_quietly()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush or to write the clean-shutdown marker."""
+        if self.proc is None:
+            raise RuntimeError("the broker was never started")
+        self._kill_quietly()
+
+    def _kill_quietly(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def alive(self) -> bool:
+        """True while the process of the current run has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        """Everything the broker printed so far (all runs)."""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 25) -> str:
+        return "\n".join(self.log_text()[-20_000:].splitlines()[-lines:])
+
+    def close(self, timeout: float = 10) -> None:
+        """Stop the broker if it runs (SIGTERM, then -9) and remove a temporary data dir.  Idempotent."""
+        if self.alive():
+            self.stop(timeout)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def broker_process(partitions: int | None = None, *, data_dir: str | os.PathLike | None = None,
+                   properties: Mapping[str, Any] | None = None, args: Sequence[str] = (),
+                   timeout: float = 20, **server_properties: Any) -> Iterator[BrokerProcess]:
+    """A started ``python -m kwire serve`` for the ``with`` block, stopped and cleaned up after.
+
+    ``partitions`` -> ``num.partitions``; other keywords as for ``BrokerProcess``
+    (``foo_bar=x`` -> ``foo.bar=x``; ``properties`` takes Kafka keys and wins).
+    Raises ``BrokerStartError`` if the broker does not listen within ``timeout`` s.
+    """
+    if partitions is not None:
+        server_properties["num_partitions"] = partitions
+    b = BrokerProcess(data_dir, properties=properties, args=args, **server_properties)
+    try:
+        yield b.start(timeout)
+    finally:
+        b.close()
