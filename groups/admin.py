@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode
 
+from .effects import Effects
 from .group import CONSUMER_PROTOCOL_TYPE, GroupState
 from .results import GroupDescription, Outcome
 
@@ -34,34 +35,31 @@ class AdminMixin:
         return [(g.group_id, g.protocol_type or "", g.state.value) for _, g in sorted(self._groups.items())
                 if wanted is None or g.state.value.lower() in wanted]
 
-    def delete_groups(self, group_ids: list[str]) -> Outcome:
+    def delete_groups(self, group_ids: list[str], now_ms: int) -> Outcome:
         """DeleteGroups; ``result`` is one ErrorCode per group id, in order. Only Empty groups go."""
-        self._call(None)
-        errors = []
-        for group_id in group_ids:
-            group = self._groups.get(group_id) if group_id is not None else None
-            if group_id is None:
-                errors.append(E.INVALID_GROUP_ID)
-            elif group is None:
-                errors.append(E.GROUP_ID_NOT_FOUND)
-            elif not group.is_(GroupState.EMPTY):
-                errors.append(E.NON_EMPTY_GROUP)
-            else:
-                self._drop_group(group)
-                errors.append(E.NONE)
-        self._reschedule()
-        out, self._out = self._out, Outcome()
-        out.result = errors
-        return out
+        fx = self._begin(now_ms)
+        errors = [self._delete_group(fx, group_id) for group_id in group_ids]
+        return self._finish(fx, errors)
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> Outcome:
+    def _delete_group(self, fx: Effects, group_id: str | None) -> ErrorCode:
+        group = self._groups.get(group_id) if group_id is not None else None
+        if group_id is None:
+            return E.INVALID_GROUP_ID
+        if group is None:
+            return E.GROUP_ID_NOT_FOUND
+        if not group.is_(GroupState.EMPTY):
+            return E.NON_EMPTY_GROUP
+        self._drop_group(fx, group)
+        return E.NONE
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], now_ms: int) -> Outcome:
         """OffsetDelete; ``result`` is (group error, one ErrorCode per partition in order).
 
         A group-level error is repeated for every partition (Kafka sends none) so
         callers can zip without checking.  A consumer group with members keeps the
         offsets of topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
         """
-        self._call(None)
+        fx = self._begin(now_ms)
         partitions = [(t, p) for t, p in partitions]
         group = self._groups.get(group_id) if group_id else None
         if not group_id:
@@ -78,11 +76,8 @@ class AdminMixin:
             empty = group.is_(GroupState.EMPTY)
             errors = [E.NONE if empty or not group.is_subscribed_to(t) else E.GROUP_SUBSCRIBED_TO_TOPIC
                       for t, _ in partitions]
-            self._remove_offsets(group, [tp for tp, e in zip(partitions, errors) if e is E.NONE])
+            self._remove_offsets(fx, group, [tp for tp, e in zip(partitions, errors) if e is E.NONE])
             if self._droppable(group):
-                self._drop_group(group)
-            self._mark(group)
-        self._reschedule()
-        out, self._out = self._out, Outcome()
-        out.result = (group_error, errors)
-        return out
+                self._drop_group(fx, group)
+            fx.touch(group_id)
+        return self._finish(fx, (group_error, errors))

@@ -2,7 +2,8 @@
 
 Plain data plus the small rules that depend on nothing but the group
 (protocol support, the protocol vote, subscribed topics, when the next timer
-of the group is due).  The transitions live in ``coordinator.py``.
+of the group is due).  Which state may follow which is the table ``VALID_PREVIOUS_STATES``; the
+coordinator decides when to move.
 """
 from __future__ import annotations
 
@@ -22,6 +23,21 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+_S = GroupState
+# Kafka's GroupState.validPreviousStates: a state may be entered only from these.
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    _S.EMPTY: frozenset({_S.PREPARING_REBALANCE}),
+    _S.PREPARING_REBALANCE: frozenset({_S.EMPTY, _S.STABLE, _S.COMPLETING_REBALANCE}),
+    _S.COMPLETING_REBALANCE: frozenset({_S.PREPARING_REBALANCE}),
+    _S.STABLE: frozenset({_S.COMPLETING_REBALANCE}),
+    _S.DEAD: frozenset(_S),
+}
+
+
+class InvalidTransition(RuntimeError):
+    """A coordinator bug: a state change the table above does not allow."""
 
 
 @dataclass
@@ -105,6 +121,9 @@ class Group:
         return self.state in states
 
     def transition(self, state: GroupState, now_ms: int) -> None:
+        """Move to ``state`` at ``now_ms``; raises InvalidTransition if the table forbids it."""
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise InvalidTransition(f"group {self.group_id!r}: {self.state.value} -> {state.value}")
         self.state = state
         self.state_timestamp = now_ms
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from .effects import Effects
 from .group import Group, GroupState, Member, OffsetEntry
 from .records import (
     GroupKey, GroupRecordError, GroupValue, MemberValue, OffsetKey, decode_group_value, decode_key,
@@ -20,14 +21,14 @@ logger = logging.getLogger("kwire.groups")
 
 
 class PersistenceMixin:
-    def _store_group(self, group: Group) -> None:
+    def _store_group(self, fx: Effects, group: Group) -> None:
         members = tuple(
             MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                         m.session_timeout_ms, m.metadata(group.protocol_name), m.assignment)
             for m in group.members.values())
         value = GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
                            -1 if group.state_timestamp is None else group.state_timestamp, members)
-        self._out.records.append(Record(group.group_id, group_key(group.group_id), encode_group_value(value)))
+        fx.append(Record(group.group_id, group_key(group.group_id), encode_group_value(value)))
 
     def replay(self, key: bytes, value: bytes | None) -> bool:
         """Apply one ``__consumer_offsets`` record at start-up (value None = tombstone).
@@ -57,26 +58,28 @@ class PersistenceMixin:
                 group.offsets.pop((k.topic, k.partition), None)
                 if group.generation_id == 0 and self._droppable(group):
                     del self._groups[k.group_id]
-                self._dirty.add(k.group_id)
+                self._stale.add(k.group_id)
             return
         if group is None:
             group = self._groups[k.group_id] = Group(k.group_id, state_timestamp=v.commit_timestamp)
         group.offsets[(k.topic, k.partition)] = OffsetEntry(v.offset, v.leader_epoch, v.metadata,
                                                             v.commit_timestamp, v.expire_timestamp)
-        self._dirty.add(k.group_id)
+        self._stale.add(k.group_id)
 
     def _replay_group(self, group_id: str, v: GroupValue | None) -> None:
         old = self._groups.get(group_id)
         offsets = old.offsets if old is not None else {}
-        self._dirty.add(group_id)
+        self._stale.add(group_id)
         if v is None:
             if offsets:
                 self._groups[group_id] = Group(group_id, state_timestamp=old.state_timestamp, offsets=offsets)
             else:
                 self._groups.pop(group_id, None)
             return
-        group = Group(group_id, offsets=offsets, generation_id=v.generation_id,
-                      protocol_type=v.protocol_type or None, protocol_name=v.protocol_name,
+        # A group is rebuilt in its settled state, not walked through the transitions.
+        group = Group(group_id, GroupState.STABLE if v.members else GroupState.EMPTY, offsets=offsets,
+                      generation_id=v.generation_id, protocol_type=v.protocol_type or None,
+                      protocol_name=v.protocol_name,
                       state_timestamp=None if v.current_state_timestamp < 0 else v.current_state_timestamp)
         for m in v.members:
             member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
@@ -86,7 +89,6 @@ class PersistenceMixin:
             if m.group_instance_id is not None:
                 group.static_members[m.group_instance_id] = m.member_id
         group.leader_id = v.leader_id if v.leader_id in group.members else next(iter(group.members), None)
-        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         group.subscribed_topics = group.compute_subscribed_topics()
         self._groups[group_id] = group
         if group.members:

@@ -41,6 +41,50 @@ class OffsetCommit:
     metadata: str | None = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class JoinRequest:
+    """A JoinGroup request as the coordinator needs it.
+
+    ``rebalance_timeout_ms`` is the session timeout for v0 (which has none);
+    ``client_host`` is the peer address Kafka reports in DescribeGroups.
+    Missing strings become "" and protocol metadata becomes bytes.
+    """
+    group_id: str
+    member_id: str = ""
+    group_instance_id: str | None = None
+    protocol_type: str = ""
+    protocols: tuple[tuple[str, bytes], ...] = ()
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int
+    reason: str | None = None
+
+    def __post_init__(self):
+        normal = {"member_id": self.member_id or "", "protocol_type": self.protocol_type or "",
+                  "client_id": self.client_id or "", "client_host": self.client_host or "",
+                  "protocols": tuple((str(name), bytes(metadata or b"")) for name, metadata in self.protocols or ())}
+        for name, value in normal.items():
+            object.__setattr__(self, name, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncRequest:
+    """A SyncGroup request; ``assignments`` (member_id, assignment) come from the leader only."""
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "assignments",
+                           tuple((str(m), bytes(a or b"")) for m, a in self.assignments or ()))
+
+
 @dataclass(frozen=True)
 class JoinResult:
     error: ErrorCode
@@ -79,14 +123,16 @@ class GroupDescription:
     members: list[tuple[str, str | None, str, str, bytes, bytes]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
-    """What a call produced: parked requests now answered, records to append, the call's own answer.
+    """What one coordinator call decided; every public call that changes state returns one.
 
-    ``completed`` holds (ticket, JoinResult | SyncResult); ``records`` must be
-    appended before the responses are sent if the server wants Kafka's
-    write-then-respond order.
+    ``records`` go to ``__consumer_offsets`` before any response is sent
+    (Kafka's write-then-respond order); ``completed`` answers parked requests,
+    (ticket, JoinResult | SyncResult); ``result`` is the call's own answer;
+    ``next_deadline_ms`` is when ``tick`` next has work (None: no timer).
     """
-    completed: list[tuple[int, Any]] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+    completed: list[tuple[int, Any]] = field(default_factory=list)
     result: Any = None
+    next_deadline_ms: int | None = None

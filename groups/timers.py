@@ -11,6 +11,7 @@ import heapq
 
 from kwire.codecs.errors import ErrorCode
 
+from .effects import Effects
 from .group import Group, GroupState
 from .records import group_key, offset_key
 from .results import Outcome, Record, SyncResult
@@ -27,24 +28,20 @@ class TimersMixin:
     def tick(self, now_ms: int) -> Outcome:
         """Run every timer due at ``now_ms``: expire sessions and pending member ids, end join
         phases (initial delay, rebalance timeout) and pending syncs, expire offsets, drop dead groups."""
-        self._call(now_ms)
-        due = set()
+        fx = self._begin(now_ms)
         while self._heap and self._heap[0][0] <= now_ms:
             at, group_id = heapq.heappop(self._heap)
             if self._scheduled.get(group_id) == at:
                 del self._scheduled[group_id]
-                due.add(group_id)
-        for group_id in sorted(due):
-            group = self._groups.get(group_id)
-            if group is not None:
-                self._mark(group)
-        return self._done(now_ms)
+                fx.touch(group_id)
+        return self._finish(fx)
 
     def next_deadline_ms(self) -> int | None:
         """When ``tick`` next has work (0 right after a replay: sessions need a clock), or None."""
         if self._unscheduled:
             return 0
-        self._reschedule()
+        self._reschedule(self._stale)
+        self._stale.clear()
         while self._heap and self._scheduled.get(self._heap[0][1]) != self._heap[0][0]:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
@@ -69,7 +66,8 @@ class TimersMixin:
         consider(self._offsets_deadline(group), "offsets")
         return best
 
-    def _run_due(self, group: Group, now_ms: int) -> None:
+    def _run_due(self, fx: Effects, group: Group) -> None:
+        now_ms = fx.now_ms
         for _ in range(MAX_EVENTS_PER_GROUP):
             if self._groups.get(group.group_id) is not group:
                 return
@@ -77,27 +75,27 @@ class TimersMixin:
             if event is None or event[0] > now_ms:
                 return
             _, kind, key = event
-            self._mark(group)
+            fx.touch(group.group_id)
             if kind == "pending":
                 del group.pending_members[key]
-                self._try_complete_join(group, now_ms)
+                self._try_complete_join(fx, group)
             elif kind == "session":
-                self._remove_member_and_update(group, group.members[key], now_ms)
+                self._remove_member_and_update(fx, group, group.members[key])
             elif kind == "join":
-                self._on_join_deadline(group, now_ms)
+                self._on_join_deadline(fx, group)
             elif kind == "sync":
-                self._on_sync_deadline(group, now_ms)
+                self._on_sync_deadline(fx, group)
             else:
-                self._expire_offsets(group, now_ms)
+                self._expire_offsets(fx, group)
         raise RuntimeError(f"group {group.group_id!r}: timers make no progress")
 
-    def _on_sync_deadline(self, group: Group, now_ms: int) -> None:
+    def _on_sync_deadline(self, fx: Effects, group: Group) -> None:
         """Members that never sent SyncGroup within the rebalance timeout are removed."""
         for member_id in [m for m in group.members if m in group.pending_sync]:
             member = group.members[member_id]
-            self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            self._answer_sync(fx, member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             group.remove(member_id)
-        self._prepare_rebalance(group, now_ms)
+        self._prepare_rebalance(fx, group)
 
     # -- offsets and group removal ------------------------------------------------
     def _offsets_deadline(self, group: Group) -> int | None:
@@ -111,23 +109,25 @@ class TimersMixin:
     def _droppable(group: Group) -> bool:
         return group.is_(EMPTY) and not group.offsets and not group.pending_members and not group.members
 
-    def _expire_offsets(self, group: Group, now_ms: int) -> None:
-        cfg = self.config
+    def _expire_offsets(self, fx: Effects, group: Group) -> None:
+        cfg, now_ms = self.config, fx.now_ms
         expired = [tp for tp, at in group.offset_expiries(cfg.offsets_retention_ms) if at <= now_ms]
-        self._remove_offsets(group, expired)
+        self._remove_offsets(fx, group, expired)
         if self._droppable(group) and (
                 expired or (group.state_timestamp or 0) + cfg.offsets_retention_check_interval_ms <= now_ms):
-            self._drop_group(group)
+            self._drop_group(fx, group)
 
-    def _remove_offsets(self, group: Group, partitions) -> None:
+    @staticmethod
+    def _remove_offsets(fx: Effects, group: Group, partitions) -> None:
         for topic, partition in partitions:
             if group.offsets.pop((topic, partition), None) is not None:
-                self._out.records.append(Record(group.group_id, offset_key(group.group_id, topic, partition), None))
+                fx.append(Record(group.group_id, offset_key(group.group_id, topic, partition), None))
 
-    def _drop_group(self, group: Group) -> None:
+    def _drop_group(self, fx: Effects, group: Group) -> None:
         """The group is Dead: forget it; its metadata record is tombstoned if it ever wrote one."""
-        self._remove_offsets(group, list(group.offsets))
+        self._remove_offsets(fx, group, list(group.offsets))
         if group.generation_id > 0:
-            self._out.records.append(Record(group.group_id, group_key(group.group_id), None))
+            fx.append(Record(group.group_id, group_key(group.group_id), None))
+        group.transition(GroupState.DEAD, fx.now_ms)
         del self._groups[group.group_id]
-        self._dirty.add(group.group_id)
+        fx.touch(group.group_id)

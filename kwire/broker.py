@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 
 import trio
 
@@ -11,11 +10,10 @@ from kwire.admin.broker_config import BrokerConfig
 from kwire.admin.topic_config import effective_log_config
 from kwire.log.manager import LogManager
 
+from .clock import Clock, WallClock
+from .group_service import GroupService
+
 logger = logging.getLogger("kwire")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclasses.dataclass
@@ -27,23 +25,24 @@ class Endpoint:
 class Broker:
     """One kwire node.  All mutation happens on the Trio thread."""
 
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None):
+        """``clock`` gives ``now_ms()`` (default the wall clock; tests pass ``kwire.clock.TrioClock``)."""
         self.config = config
+        self.clock = clock or WallClock()
         self.node_id = config.node_id
         self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
                                node_id=config.node_id, cluster_id=config.cluster_id)
         self.advertised: Endpoint | None = None
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
-        from .group_service import GroupService
-        self.groups = GroupService(self)
+        self.groups = GroupService(config, self.logs, self.clock)
 
     @property
     def cluster_id(self) -> str:
         return self.logs.cluster_id
 
     def open(self) -> None:
-        self.logs.open(now_ms())
+        self.logs.open(self.clock.now_ms())
         self.groups.replay()
 
     def close(self) -> None:
@@ -80,7 +79,7 @@ class Broker:
         next_retention = trio.current_time() + interval
         while True:
             await trio.sleep(min(1.0, interval))
-            now = now_ms()
+            now = self.clock.now_ms()
             for _topic, plog in list(self.logs.all_partitions()):
                 if plog.flush_due(now):
                     await trio.to_thread.run_sync(plog.flush, now)
@@ -90,7 +89,7 @@ class Broker:
 
     def apply_retention(self) -> int:
         deleted = 0
-        now = now_ms()
+        now = self.clock.now_ms()
         for topic, plog in list(self.logs.all_partitions()):
             if "delete" in plog.config.cleanup_policy:
                 deleted += plog.apply_retention(now)

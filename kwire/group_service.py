@@ -1,10 +1,13 @@
 """Runs the sans-I/O group coordinator inside the Trio server.
 
-The coordinator returns records and completed (parked) responses; this
-module appends the records to the internal ``__consumer_offsets`` topic,
-wakes the parked JoinGroup/SyncGroup requests, drives the coordinator's
-timers and replays the topic into it at start-up.  Parked requests wait on
-their own ticket, so other connections are never blocked.
+Handlers make one call per API (``await groups.join(request)``, ``sync``,
+``heartbeat``, ``leave``, ``commit_offsets``, ...).  Each call reads the
+clock, asks the coordinator, appends the ``Outcome``'s records to the
+internal ``__consumer_offsets`` topic, wakes the parked JoinGroup/SyncGroup
+requests it completed and, if the outcome's next timer is sooner, the timer
+task; a JoinGroup or SyncGroup then waits on its own ticket, so other
+connections are never blocked.  The topic is replayed into the coordinator at
+start-up.
 """
 from __future__ import annotations
 
@@ -15,42 +18,113 @@ import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from kwire.groups.coordinator import GroupCoordinator
-from kwire.groups.results import GroupConfig
+from kwire.codecs.errors import ErrorCode
+from kwire.groups import (
+    GroupConfig, GroupCoordinator, GroupDescription, JoinRequest, JoinResult, LeaveResult, OffsetCommit, Outcome,
+    SyncRequest, SyncResult,
+)
 
-from .broker import now_ms
+from .clock import Clock
 
 logger = logging.getLogger("kwire.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
+class _Waiter:
+    __slots__ = ("done", "result")
+
+    def __init__(self):
+        self.done = trio.Event()
+        self.result = None
+
+
 class GroupService:
-    def __init__(self, broker):
-        self.broker = broker
-        cfg = broker.config
+    """The group coordinator of one broker, given the broker's config, log manager and clock."""
+
+    def __init__(self, config, logs, clock: Clock):
+        self.config = config
+        self.logs = logs
+        self.clock = clock
         self.coordinator = GroupCoordinator(GroupConfig(
-            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
-            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
-            offsets_retention_ms=cfg.offsets_retention_ms))
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            offsets_retention_ms=config.offsets_retention_ms))
         self._tickets = itertools.count(1)
-        self._waiting: dict[int, list] = {}   # ticket -> [trio.Event, result]
+        self._waiting: dict[int, _Waiter] = {}
         self._wakeup = trio.Event()
+        self._timer_at: int | None = None   # the deadline the timer task sleeps until (None: no timer)
+
+    # -- one call per API ---------------------------------------------------------
+    async def join(self, request: JoinRequest) -> JoinResult:
+        """JoinGroup; returns when this member's join phase ends.  Cancel-safe (the answer is dropped)."""
+        return await self._parked(lambda ticket, now: self.coordinator.join_group(ticket, request, now))
+
+    async def sync(self, request: SyncRequest) -> SyncResult:
+        """SyncGroup; a follower returns when the leader has synced.  Cancel-safe (the answer is dropped)."""
+        return await self._parked(lambda ticket, now: self.coordinator.sync_group(ticket, request, now))
+
+    async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                        group_instance_id: str | None) -> ErrorCode:
+        return await self._call(lambda now: self.coordinator.heartbeat(
+            group_id, generation_id, member_id, group_instance_id, now))
+
+    async def leave(self, group_id: str, members: list[tuple[str | None, str | None, str | None]]) -> LeaveResult:
+        """LeaveGroup of (member_id, group_instance_id, reason) entries."""
+        return await self._call(lambda now: self.coordinator.leave_group(group_id, members, now))
+
+    async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                             group_instance_id: str | None, offsets: list[OffsetCommit]) -> list[ErrorCode]:
+        return await self._call(lambda now: self.coordinator.commit_offsets(
+            group_id, generation_id, member_id, group_instance_id, offsets, now))
+
+    async def delete_groups(self, group_ids: list[str]) -> list[ErrorCode]:
+        return await self._call(lambda now: self.coordinator.delete_groups(group_ids, now))
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[ErrorCode, list[ErrorCode]]:
+        return await self._call(lambda now: self.coordinator.delete_offsets(group_id, partitions, now))
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[tuple]:
+        return self.coordinator.fetch_offsets(group_id, partitions)
+
+    def describe(self, group_id: str) -> GroupDescription:
+        return self.coordinator.describe_group(group_id)
+
+    def list_groups(self, states_filter: list[str] | None) -> list[tuple[str, str, str]]:
+        return self.coordinator.list_groups(states_filter)
+
+    async def _call(self, call):
+        """Run one coordinator call at the current time, apply its outcome, return its result."""
+        outcome = call(self.clock.now_ms())
+        await self.apply(outcome)
+        return outcome.result
+
+    async def _parked(self, call):
+        """Like ``_call`` for a call that answers by ticket; waits for that answer."""
+        ticket = next(self._tickets)
+        waiter = self._waiting[ticket] = _Waiter()
+        try:
+            await self._call(lambda now: call(ticket, now))
+            await waiter.done.wait()
+            return waiter.result
+        finally:
+            del self._waiting[ticket]
 
     # -- the internal topic ---------------------------------------------------
     def offsets_topic(self):
         """The ``__consumer_offsets`` topic, created on first use (compacted, never time-deleted)."""
-        logs = self.broker.logs
+        logs = self.logs
         topic = logs.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = logs.create_topic(OFFSETS_TOPIC, self.broker.config.offsets_topic_num_partitions,
-                                      {"cleanup.policy": "compact"}, now_ms=now_ms(), internal=True)
+            topic = logs.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                      {"cleanup.policy": "compact"}, now_ms=self.clock.now_ms(), internal=True)
         return topic
 
     def replay(self) -> int:
         """Feed every record of ``__consumer_offsets`` to the coordinator; returns the count."""
-        topic = self.broker.logs.get(OFFSETS_TOPIC)
+        topic = self.logs.get(OFFSETS_TOPIC)
         if topic is None:
             return 0
         topic.internal = True
@@ -81,7 +155,7 @@ class GroupService:
         for group_id, key, value in records:
             p = self.coordinator.partition_for(group_id, len(topic.partitions))
             by_partition.setdefault(p, []).append((key, value))
-        ts = now_ms()
+        ts = self.clock.now_ms()
         for p, items in by_partition.items():
             builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
                                                 producer_id=-1, producer_epoch=-1, base_sequence=-1,
@@ -93,41 +167,28 @@ class GroupService:
             if result.needs_flush:
                 plog.flush()
 
-    # -- outcomes, tickets, timers -----------------------------------------
-    def apply(self, outcome) -> None:
-        """Persist an outcome's records, then complete its parked requests."""
+    # -- outcomes and timers -------------------------------------------------------
+    async def apply(self, outcome: Outcome) -> None:
+        """Persist an outcome's records, then complete its parked requests and move the timer."""
         self.append_records(outcome.records)
         for ticket, result in outcome.completed:
             waiter = self._waiting.get(ticket)
             if waiter is not None:
-                waiter[1] = result
-                waiter[0].set()
-        self._wakeup.set()
-
-    def new_ticket(self) -> int:
-        ticket = next(self._tickets)
-        self._waiting[ticket] = [trio.Event(), None]
-        return ticket
-
-    async def wait(self, ticket: int):
-        """Wait for a parked request's result (returns at once if it is already complete)."""
-        waiter = self._waiting[ticket]
-        try:
-            await waiter[0].wait()
-            return waiter[1]
-        finally:
-            self._waiting.pop(ticket, None)
+                waiter.result = result
+                waiter.done.set()
+        at = outcome.next_deadline_ms
+        if at is not None and (self._timer_at is None or at < self._timer_at):
+            self._wakeup.set()
 
     async def run_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Call the coordinator's tick when its next deadline passes (or when woken)."""
+        """Call the coordinator's tick when its next deadline passes (sooner if a call moves it earlier)."""
         task_status.started()
         while True:
-            deadline = self.coordinator.next_deadline_ms()
+            self._timer_at = self.coordinator.next_deadline_ms()
             self._wakeup = trio.Event()
-            if deadline is None:
+            if self._timer_at is None:
                 await self._wakeup.wait()
             else:
-                delay = max(0.0, (deadline - now_ms()) / 1000)
-                with trio.move_on_after(delay):
+                with trio.move_on_after(max(0.0, (self._timer_at - self.clock.now_ms()) / 1000)):
                     await self._wakeup.wait()
-            self.apply(self.coordinator.tick(now_ms()))
+            await self.apply(self.coordinator.tick(self.clock.now_ms()))

@@ -2,17 +2,17 @@
 SyncGroup (14), OffsetCommit (8), OffsetFetch (9), DescribeGroups (15), ListGroups (16),
 DeleteGroups (42), OffsetDelete (47).
 
-The coordinator (``kwire.groups``) is sans-I/O; a JoinGroup or SyncGroup that
-must wait parks on its own ticket here, so the connection's next request is
-read only after it is answered (responses stay in order) while every other
+Each handler maps wire fields to one call of the broker's ``GroupService``
+(``kwire.group_service``) and its result back to wire fields.  A JoinGroup or
+SyncGroup that must wait parks in that call, so the connection's next request
+is read only after it is answered (responses stay in order) while every other
 connection goes on being served.
 """
 from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode
-from kwire.groups.results import OffsetCommit
+from kwire.groups import JoinRequest, OffsetCommit, SyncRequest
 
-from ..broker import now_ms
 from ..registry import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -46,16 +46,14 @@ async def handle_find_coordinator(ctx, request):
 
 @handles(11, 0, 9)
 async def handle_join_group(ctx, request):
-    svc = service(ctx)
-    ticket = svc.new_ticket()
-    rebalance_timeout = request.rebalance_timeout_ms if ctx.api_version >= 1 else request.session_timeout_ms
-    outcome = svc.coordinator.join_group(
-        ticket, request.group_id, request.member_id or "", getattr(request, "group_instance_id", None),
-        request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
-        request.session_timeout_ms, rebalance_timeout, ctx.client_id or "", ctx.peer.rsplit(":", 1)[0],
-        ctx.api_version, getattr(request, "reason", None), now_ms())
-    svc.apply(outcome)
-    r = await svc.wait(ticket)
+    r = await service(ctx).join(JoinRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None), protocol_type=request.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if ctx.api_version >= 1 else request.session_timeout_ms,
+        client_id=ctx.client_id, client_host=ctx.peer.rsplit(":", 1)[0], api_version=ctx.api_version,
+        reason=getattr(request, "reason", None)))
     # protocol_name is nullable only from v7 on
     protocol_name = r.protocol_name if r.protocol_name is not None or ctx.api_version >= 7 else ""
     return {"throttle_time_ms": 0, "error_code": int(r.error), "generation_id": r.generation_id,
@@ -66,38 +64,30 @@ async def handle_join_group(ctx, request):
 
 @handles(14, 0, 5)
 async def handle_sync_group(ctx, request):
-    svc = service(ctx)
-    ticket = svc.new_ticket()
-    outcome = svc.coordinator.sync_group(
-        ticket, request.group_id, request.generation_id, request.member_id,
-        getattr(request, "group_instance_id", None), getattr(request, "protocol_type", None),
-        getattr(request, "protocol_name", None),
-        [(a.member_id, a.assignment) for a in request.assignments or ()], now_ms())
-    svc.apply(outcome)
-    r = await svc.wait(ticket)
+    r = await service(ctx).sync(SyncRequest(
+        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
+        assignments=tuple((a.member_id, a.assignment) for a in request.assignments or ())))
     return {"throttle_time_ms": 0, "error_code": int(r.error), "protocol_type": r.protocol_type,
             "protocol_name": r.protocol_name, "assignment": r.assignment}
 
 
 @handles(12, 0, 4)
 async def handle_heartbeat(ctx, request):
-    svc = service(ctx)
-    error = svc.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
-                                      getattr(request, "group_instance_id", None), now_ms())
+    error = await service(ctx).heartbeat(request.group_id, request.generation_id, request.member_id,
+                                         getattr(request, "group_instance_id", None))
     return {"throttle_time_ms": 0, "error_code": int(error)}
 
 
 @handles(13, 0, 5)
 async def handle_leave_group(ctx, request):
-    svc = service(ctx)
     if ctx.api_version >= 3:
         members = [(m.member_id or None, m.group_instance_id, getattr(m, "reason", None))
                    for m in request.members]
     else:
         members = [(request.member_id, None, None)]
-    outcome = svc.coordinator.leave_group(request.group_id, members, now_ms())
-    svc.apply(outcome)
-    result = outcome.result
+    result = await service(ctx).leave(request.group_id, members)
     errors = [int(e) for e in result.member_errors]
     top = int(result.error)
     if ctx.api_version < 3 and errors and top == 0:
@@ -109,18 +99,11 @@ async def handle_leave_group(ctx, request):
 
 @handles(8, 2, 9)
 async def handle_offset_commit(ctx, request):
-    svc = service(ctx)
-    offsets = []
-    for t in request.topics:
-        for p in t.partitions:
-            offsets.append(OffsetCommit(t.name, p.partition_index, p.committed_offset,
-                                        getattr(p, "committed_leader_epoch", -1),
-                                        p.committed_metadata))
-    outcome = svc.coordinator.commit_offsets(
+    offsets = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                            p.committed_metadata) for t in request.topics for p in t.partitions]
+    errors = iter(await service(ctx).commit_offsets(
         request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
-        getattr(request, "group_instance_id", None), offsets, now_ms())
-    svc.apply(outcome)
-    errors = iter(outcome.result)
+        getattr(request, "group_instance_id", None), offsets))
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(next(errors))}
                                         for p in t.partitions]} for t in request.topics]}
@@ -128,7 +111,7 @@ async def handle_offset_commit(ctx, request):
 
 def fetch_group_offsets(ctx, group_id: str, topics) -> list[dict]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    rows = service(ctx).coordinator.fetch_offsets(group_id, wanted)
+    rows = service(ctx).fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for topic, partition, offset, leader_epoch, metadata, error in rows:
         by_topic.setdefault(topic, []).append({
@@ -151,7 +134,7 @@ async def handle_offset_fetch(ctx, request):
 async def handle_describe_groups(ctx, request):
     out = []
     for group_id in request.groups:
-        d = service(ctx).coordinator.describe_group(group_id)
+        d = service(ctx).describe(group_id)
         out.append({"error_code": int(d.error), "error_message": None, "group_id": group_id,
                     "group_state": d.state, "protocol_type": d.protocol_type or "",
                     "protocol_data": d.protocol_name or "",
@@ -166,7 +149,7 @@ async def handle_describe_groups(ctx, request):
 async def handle_list_groups(ctx, request):
     states = list(request.states_filter) if getattr(request, "states_filter", None) else None
     types = getattr(request, "types_filter", None)
-    groups = service(ctx).coordinator.list_groups(states)
+    groups = service(ctx).list_groups(states)
     if types and "classic" not in [t.lower() for t in types]:
         groups = []
     return {"throttle_time_ms": 0, "error_code": 0,
@@ -176,20 +159,15 @@ async def handle_list_groups(ctx, request):
 
 @handles(42, 0, 2)
 async def handle_delete_groups(ctx, request):
-    svc = service(ctx)
-    outcome = svc.coordinator.delete_groups(list(request.groups_names))
-    svc.apply(outcome)
+    errors = await service(ctx).delete_groups(list(request.groups_names))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)}
-                                               for g, e in zip(request.groups_names, outcome.result)]}
+                                               for g, e in zip(request.groups_names, errors)]}
 
 
 @handles(47, 0, 0)
 async def handle_offset_delete(ctx, request):
-    svc = service(ctx)
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    outcome = svc.coordinator.delete_offsets(request.group_id, wanted)
-    svc.apply(outcome)
-    top, per_partition = outcome.result
+    top, per_partition = await service(ctx).delete_offsets(request.group_id, wanted)
     errors = iter(per_partition)
     return {"error_code": int(top), "throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(next(errors))}

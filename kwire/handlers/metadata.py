@@ -6,7 +6,7 @@ import logging
 from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..broker import now_ms
+from ..clock import now_ms
 from ..registry import handles
 
 logger = logging.getLogger("kwire.metadata")

@@ -6,7 +6,7 @@ import trio
 from kwire.codecs import records as rec
 from kwire.codecs.errors import CorruptFrame, ErrorCode, KafkaApiError
 
-from ..broker import now_ms
+from ..clock import now_ms
 from ..registry import handles
 
 ZSTD = 4

@@ -8,7 +8,7 @@ from kwire.admin.topic_config import validate_topic_configs
 from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..broker import now_ms
+from ..clock import now_ms
 from ..registry import handles
 
 logger = logging.getLogger("kwire.topics")

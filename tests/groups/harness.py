@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import struct
 
-from kwire.groups import GroupConfig, GroupCoordinator, OffsetCommit
+from kwire.groups import GroupConfig, GroupCoordinator, JoinRequest, OffsetCommit, SyncRequest
 
 SESSION = 10_000
 REBALANCE = 30_000
@@ -42,9 +42,11 @@ class Harness:
              session=SESSION, rebalance=REBALANCE, client_id="c", api_version=5, now=None):
         t = next(self.tickets)
         self.issued.append(t)
-        self.apply(self.c.join_group(t, group, member_id, instance, protocol_type, list(protocols), session,
-                                     rebalance, client_id, "/127.0.0.1", api_version, None,
-                                     self.now if now is None else now))
+        req = JoinRequest(group_id=group, member_id=member_id, group_instance_id=instance,
+                          protocol_type=protocol_type, protocols=tuple(protocols), session_timeout_ms=session,
+                          rebalance_timeout_ms=rebalance, client_id=client_id, client_host="/127.0.0.1",
+                          api_version=api_version)
+        self.apply(self.c.join_group(t, req, self.now if now is None else now))
         return t
 
     def join_new(self, group="g", **kw):
@@ -57,12 +59,14 @@ class Harness:
              protocol_name=None, now=None):
         t = next(self.tickets)
         self.issued.append(t)
-        self.apply(self.c.sync_group(t, group, generation, member_id, instance, protocol_type, protocol_name,
-                                     list(assignments), self.now if now is None else now))
+        req = SyncRequest(group_id=group, generation_id=generation, member_id=member_id, group_instance_id=instance,
+                          protocol_type=protocol_type, protocol_name=protocol_name, assignments=tuple(assignments))
+        self.apply(self.c.sync_group(t, req, self.now if now is None else now))
         return t
 
     def heartbeat(self, group, generation, member_id, instance=None, now=None):
-        return self.c.heartbeat(group, generation, member_id, instance, self.now if now is None else now)
+        return self.apply(self.c.heartbeat(group, generation, member_id, instance,
+                                           self.now if now is None else now)).result
 
     def leave(self, group, *members, now=None):
         out = self.apply(self.c.leave_group(group, list(members), self.now if now is None else now))

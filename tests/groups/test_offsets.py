@@ -60,12 +60,12 @@ def test_delete_groups():
     h.commit("simple", -1, "", ("t", 0, 1))
     gen, ids, leader = h.stable_group()
     h.commit("g", gen, ids[0], ("t", 0, 1))
-    out = h.apply(h.c.delete_groups(["simple", "g", "missing", None]))
+    out = h.apply(h.c.delete_groups(["simple", "g", "missing", None], h.now))
     assert out.result == [E.NONE, E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND, E.INVALID_GROUP_ID]
     assert [v for _, _, v in out.records] == [None]  # the offset tombstone; a generation-0 group wrote no metadata
     assert h.c.fetch_offsets("simple", None) == []
     h.leave("g", *[(m, None, None) for m in ids])
-    out = h.apply(h.c.delete_groups(["g"]))
+    out = h.apply(h.c.delete_groups(["g"], h.now))
     assert out.result == [E.NONE]
     assert sorted(k for _, k, v in out.records if v is None) == sorted([k for _, k, _ in out.records])
     assert len(out.records) == 2  # one offset tombstone + the group tombstone
@@ -76,23 +76,23 @@ def test_delete_groups():
 def test_delete_offsets():
     h = Harness()
     h.commit("simple", -1, "", ("t", 0, 1), ("t", 1, 1))
-    out = h.apply(h.c.delete_offsets("simple", [("t", 0), ("x", 0)]))
+    out = h.apply(h.c.delete_offsets("simple", [("t", 0), ("x", 0)], h.now))
     assert out.result == (E.NONE, [E.NONE, E.NONE])
     assert [v for _, _, v in out.records] == [None]
-    assert h.apply(h.c.delete_offsets("missing", [("t", 0)])).result == (E.GROUP_ID_NOT_FOUND, [E.GROUP_ID_NOT_FOUND])
-    assert h.apply(h.c.delete_offsets("", [("t", 0)])).result == (E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID])
+    assert h.apply(h.c.delete_offsets("missing", [("t", 0)], h.now)).result == (E.GROUP_ID_NOT_FOUND, [E.GROUP_ID_NOT_FOUND])
+    assert h.apply(h.c.delete_offsets("", [("t", 0)], h.now)).result == (E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID])
     # the last offset of an Empty group goes: the group goes too
-    h.apply(h.c.delete_offsets("simple", [("t", 1)]))
+    h.apply(h.c.delete_offsets("simple", [("t", 1)], h.now))
     assert h.c.list_groups(None) == []
 
     gen, ids, leader = h.stable_group(protocols=[("range", subscription("t"))])
     h.commit("g", gen, ids[0], ("t", 0, 1), ("u", 0, 1))
-    out = h.apply(h.c.delete_offsets("g", [("t", 0), ("u", 0)]))
+    out = h.apply(h.c.delete_offsets("g", [("t", 0), ("u", 0)], h.now))
     assert out.result == (E.NONE, [E.GROUP_SUBSCRIBED_TO_TOPIC, E.NONE])
     assert h.c.fetch_offsets("g", None) == [("t", 0, 1, -1, "", E.NONE)]
     h2 = Harness()
     gen, ids, leader = h2.stable_group(protocol_type="connect")
-    assert h2.apply(h2.c.delete_offsets("g", [("t", 0)])).result == (E.NON_EMPTY_GROUP, [E.NON_EMPTY_GROUP])
+    assert h2.apply(h2.c.delete_offsets("g", [("t", 0)], h2.now)).result == (E.NON_EMPTY_GROUP, [E.NON_EMPTY_GROUP])
 
 
 def test_offsets_of_empty_group_expire_from_when_it_became_empty():

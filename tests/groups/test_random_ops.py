@@ -119,11 +119,11 @@ class GroupMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS))
     def delete_group(self, group):
-        self.h.apply(self.h.c.delete_groups([group]))
+        self.h.apply(self.h.c.delete_groups([group], self.h.now))
 
     @rule(group=st.sampled_from(GROUPS), topic=st.sampled_from(["t", "u"]))
     def delete_offsets(self, group, topic):
-        out = self.h.apply(self.h.c.delete_offsets(group, [(topic, 0), (topic, 1)]))
+        out = self.h.apply(self.h.c.delete_offsets(group, [(topic, 0), (topic, 1)], self.h.now))
         assert len(out.result[1]) == 2
 
     @rule(dt=st.sampled_from([1, 500, 1000, 3000, 7000, 30_000, 100_000]))

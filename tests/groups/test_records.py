@@ -91,7 +91,7 @@ def test_replay_reproduces_describe_and_fetch():
     h.commit("g", gen, ids[1], ("t", 0, 11, 4, "b"))
     h.commit("simple", -1, "", ("x", 0, 1))
     h.commit("gone", -1, "", ("x", 0, 1))
-    h.apply(h.c.delete_groups(["gone"]))
+    h.apply(h.c.delete_groups(["gone"], h.now))
     g2, ids2, _ = h.stable_group("h", n=1)
     h.leave("h", (ids2[0], None, None))          # Empty, generation 2
     groups = ["g", "simple", "gone", "h"]
@@ -106,8 +106,8 @@ def test_replay_reproduces_describe_and_fetch():
     assert other.describe_group("g").members == []
     # a replayed member that heartbeats stays
     other2 = h.replayed()
-    assert other2.heartbeat("g", gen, ids[0], None, 1_000_000) == E.NONE
-    assert other2.heartbeat("g", gen, ids[1], None, 1_000_000) == E.NONE
+    assert other2.heartbeat("g", gen, ids[0], None, 1_000_000).result == E.NONE
+    assert other2.heartbeat("g", gen, ids[1], None, 1_000_000).result == E.NONE
 
 
 def test_replay_skips_foreign_and_damaged_records():
