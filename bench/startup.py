@@ -9,8 +9,8 @@ Rows (median, min and max of --runs starts, each with a fresh data directory):
 - embedded, cold: a fresh interpreter that imports kwire.testing and starts
   one broker; the time from the interpreter's first line to the connect,
   i.e. the import cost a test session pays once.
-- subprocess: ``python -m kwire serve`` started with Popen, polled with
-  connects every 5 ms; stopped with SIGTERM by PID.
+- subprocess: ``python -m kwire serve`` started by ``kwire.testing.BrokerProcess``,
+  polled with connects every 5 ms; stopped with SIGTERM by PID.
 - tansu subprocess (memory engine), the same way, for reference.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
+import shutil
 import socket
 import statistics
 import subprocess
@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from kwire.testing import BrokerProcess
 
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -36,12 +38,6 @@ def connect_ok(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def embedded(runs: int) -> list[float]:
@@ -75,44 +71,34 @@ def embedded_cold(runs: int) -> list[float]:
     return out
 
 
-def process(cmd_for_port, runs: int, cwd_prefix: str) -> list[float]:
+def process(make_broker, runs: int, prefix: str) -> list[float]:
+    """Seconds from spawning ``make_broker(data_dir)`` (a ``BrokerProcess``) to a connect."""
     out = []
     for _ in range(runs):
-        port = free_port()
-        data = tempfile.mkdtemp(prefix=cwd_prefix)
+        data = tempfile.mkdtemp(prefix=prefix)
+        broker = make_broker(data)
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd_for_port(port, data), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, cwd=data, start_new_session=True)
+        broker.spawn()
         try:
-            deadline = t0 + 30
-            while not connect_ok(port):
-                if proc.poll() is not None or time.perf_counter() > deadline:
-                    raise RuntimeError(f"{cmd_for_port(port, data)[0]} did not start")
-                time.sleep(0.005)
+            broker.wait_ready(timeout=30, interval=0.005)
             out.append(time.perf_counter() - t0)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-            subprocess.run(["rm", "-rf", data], check=False)
+            broker.stop()
+            shutil.rmtree(data, ignore_errors=True)
     return out
 
 
-def kwire_cmd(port: int, data: str) -> list[str]:
-    return [sys.executable, "-m", "kwire", "serve", "--log-level", "WARNING",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}"]
+def kwire_process(data: str) -> BrokerProcess:
+    return BrokerProcess(data, properties={"log.dirs": data}, args=["--log-level", "WARNING"],
+                         log_path=os.devnull, new_session=True, test_defaults=False)
 
 
-def tansu_cmd(port: int, data: str) -> list[str]:
+def tansu_process_factory():
     sys.path.insert(0, str(BENCH_DIR))
-    from run import find_tansu  # bench/run.py: the same binary lookup as the throughput bench
+    from run import TansuProcess, find_tansu  # bench/run.py: the same broker as the throughput bench
 
-    url = f"tcp://127.0.0.1:{port}"
-    return [find_tansu(None), "broker", "--listener-url", url, "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/"]
+    tansu_bin = find_tansu(None)
+    return lambda data: TansuProcess(tansu_bin, data, log_path=os.devnull, new_session=True)
 
 
 def summary(name: str, times: list[float]) -> dict:
@@ -129,11 +115,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = [summary("embedded (kwire.testing, warm)", embedded(args.runs)),
             summary("embedded, cold interpreter incl. imports", embedded_cold(args.runs)),
-            summary("subprocess: python -m kwire serve", process(kwire_cmd, args.runs, "kwire-startup-"))]
+            summary("subprocess: python -m kwire serve", process(kwire_process, args.runs, "kwire-startup-"))]
     if not args.no_tansu:
         try:
             rows.append(summary("subprocess: tansu (memory engine)",
-                                process(tansu_cmd, args.runs, "tansu-startup-")))
+                                process(tansu_process_factory(), args.runs, "tansu-startup-")))
         except Exception as exc:  # the reference is optional
             print(f"tansu skipped: {exc}", file=sys.stderr)
     width = max(len(r["name"]) for r in rows)

@@ -18,7 +18,6 @@ import importlib.util
 import os
 import socket
 import tempfile
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,19 +46,6 @@ def _bench_run():
     return module
 
 
-def _wait_port(port: int, alive, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive():
-            raise ReferenceUnavailable("the broker exited before accepting connections")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise ReferenceUnavailable(f"nothing listening on 127.0.0.1:{port} after {timeout:.0f}s")
-
-
 @contextlib.contextmanager
 def tansu(timeout: float = 20):
     """Yield the bootstrap of a Tansu broker (memory engine) on 127.0.0.1; stopped by PID after."""
@@ -71,9 +57,13 @@ def tansu(timeout: float = 20):
     args = SimpleNamespace(kwire_arg=[], tansu_bin=None, keep_data=False)
     log_dir = Path(tempfile.mkdtemp(prefix="kwire-compat-tansu-"))
     broker = run.Broker("tansu", args, log_dir)
-    broker.start()
     try:
-        _wait_port(broker.port, broker.alive, timeout)
+        broker.start()
+        broker.process.wait_ready(timeout)
+    except run.BrokerStartError as exc:
+        broker.stop()
+        raise ReferenceUnavailable(f"Tansu did not start: {exc}") from None
+    try:
         yield broker.bootstrap
     finally:
         broker.stop()

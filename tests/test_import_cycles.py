@@ -13,22 +13,12 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # folder -> import name (pyproject.toml's [tool.setuptools.package-dir])
 PACKAGES = {"kwire": "kwire", "codecs": "kwire.codecs", "log": "kwire.log",
             "groups": "kwire.groups", "admin": "kwire.admin", "spark": "kwire.spark",
             "compat_tests": "kwire.compat_tests"}
-
-# Cycles known and being broken elsewhere, each as the exact set of files in it.
-# A listed cycle is tolerated by test_no_import_cycles and reported as an expected
-# failure by test_known_cycle_is_gone; remove the entry once it is broken (the xfail
-# is strict, so the suite says so).
-KNOWN_CYCLES = [
-]
-
 
 def module_files(root: pathlib.Path, packages: dict[str, str]) -> dict[str, pathlib.Path]:
     """Dotted module name -> file, for every .py file under the package folders."""
@@ -137,14 +127,8 @@ def project_cycles() -> list[list[str]]:
 
 
 def test_no_import_cycles():
-    unexpected = [c for c in project_cycles() if frozenset(c) not in KNOWN_CYCLES]
-    assert not unexpected, "import cycles between files:\n" + "\n".join(" -> ".join(c) for c in unexpected)
-
-
-@pytest.mark.xfail(strict=True, reason="a known cycle, listed in KNOWN_CYCLES until it is broken")
-@pytest.mark.parametrize("known", KNOWN_CYCLES, ids=lambda c: " <-> ".join(sorted(c)))
-def test_known_cycle_is_gone(known):
-    assert known not in [frozenset(c) for c in project_cycles()]
+    found = project_cycles()
+    assert not found, "import cycles between files:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def _write(root: pathlib.Path, files: dict[str, str]) -> None:
