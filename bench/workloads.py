@@ -226,6 +226,123 @@ def _partition_count(bootstrap, topic, errs, log_path) -> int | None:
 # workloads 1 and 2: produce throughput
 
 
+class _Deliveries:
+    """Delivery reports of the throughput producer: counts and the first error."""
+
+    def __init__(self):
+        self.ok = 0
+        self.err = 0
+        self.first_err: str | None = None
+
+    def on_delivery(self, err, _msg) -> None:
+        if err is None:
+            self.ok += 1
+        else:
+            self.err += 1
+            if self.first_err is None:
+                self.first_err = f"{err.name()}: {err.str()}"
+
+
+class _StallWatch:
+    """Notices when no delivery report has arrived for ``stall_s`` seconds."""
+
+    def __init__(self, stall_s: float):
+        self.stall_s = stall_s
+        self.last_done = 0
+        self.last_change = time.monotonic()
+
+    def stalled(self, done: int) -> bool:
+        now = time.monotonic()
+        if done != self.last_done:
+            self.last_done, self.last_change = done, now
+            return False
+        return (now - self.last_change) > self.stall_s
+
+
+def _prepare_produce_topic(bootstrap, topic, partitions, create, errs,
+                           log_path, notes) -> None:
+    """create="required": CreateTopics must work; otherwise auto-creation may stand in."""
+    if create == "required":
+        create_topic(bootstrap, topic, partitions, errs, log_path)
+    else:
+        _ensure_single_partition_topic(bootstrap, topic, errs, log_path, notes)
+
+
+def _send_all(p: Producer, topic: str, payload: bytes, count: int,
+              dr: _Deliveries, watch: _StallWatch, deadline: float,
+              timeout_s: float) -> int:
+    """produce() ``count`` records, serving delivery reports whenever the
+    local queue is full; returns how many were handed to librdkafka.
+    Raises WorkloadError on a stall, the deadline or all-failing deliveries."""
+    produced = 0
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                # local queue full: serve delivery reports and retry
+                p.poll(0.01)
+                if watch.stalled(dr.ok + dr.err):
+                    raise WorkloadError(
+                        f"no delivery progress for {watch.stall_s:.0f}s "
+                        f"(queue full)")
+                if time.monotonic() > deadline:
+                    raise WorkloadError(f"timed out after {timeout_s:.0f}s "
+                                        f"while producing")
+        produced += 1
+        if (i & 1023) == 0:
+            p.poll(0)
+            if dr.err and dr.ok == 0 and dr.err > 1000:
+                raise WorkloadError("every delivery so far failed")
+    return produced
+
+
+def _await_deliveries(p: Producer, produced: int, dr: _Deliveries,
+                      watch: _StallWatch, deadline: float,
+                      timeout_s: float) -> None:
+    """Serve delivery reports until every produced record has one; raises WorkloadError."""
+    while dr.ok + dr.err < produced:
+        p.poll(0.05)
+        if watch.stalled(dr.ok + dr.err):
+            raise WorkloadError(f"no delivery progress for "
+                                f"{watch.stall_s:.0f}s")
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"timed out after {timeout_s:.0f}s waiting "
+                                f"for delivery reports")
+
+
+def _produce_metrics(count, size, acks, partitions, dr: _Deliveries,
+                     elapsed, client_cpu) -> dict:
+    ok = dr.ok
+    return {
+        "records": count,
+        "record_bytes": size,
+        "acks": acks,
+        "partitions": partitions,
+        "delivered": ok,
+        "delivery_errors": dr.err,
+        "elapsed_s": round(elapsed, 3),
+        "records_per_s": round(ok / elapsed, 1) if elapsed > 0 else None,
+        "mb_per_s": round(ok * size / MB / elapsed, 2) if elapsed > 0 else None,
+        "client_cpu_s": round(client_cpu, 2),
+    }
+
+
+def _produce_failure(failure: str | None, dr: _Deliveries, count: int,
+                     errs: _ClientErrors) -> str | None:
+    """The run's error text (None when it succeeded), with the first causes."""
+    if failure is None and dr.err:
+        failure = (f"{dr.err} of {count} deliveries failed; first: "
+                   f"{dr.first_err}")
+    if failure is not None:
+        if dr.first_err and dr.first_err not in failure:
+            failure += f"; first delivery error: {dr.first_err}"
+        if errs.items:
+            failure += f". {errs.summary()}"
+    return failure
+
+
 def produce_throughput(bootstrap: str, topic: str, count: int, size: int,
                        acks, partitions: int, timeout_s: float,
                        stall_s: float = 60.0, create: str = "required",
@@ -235,142 +352,78 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int,
     errs = _ClientErrors()
     notes: list[str] = []
     try:
-        if create == "required":
-            create_topic(bootstrap, topic, partitions, errs, log_path)
-        else:
-            _ensure_single_partition_topic(bootstrap, topic, errs, log_path,
-                                           notes)
+        _prepare_produce_topic(bootstrap, topic, partitions, create, errs,
+                               log_path, notes)
     except WorkloadError as e:
         return _result(False, str(e), notes=notes)
 
-    state = {"ok": 0, "err": 0, "first_err": None}
-
-    def on_delivery(err, _msg):
-        if err is None:
-            state["ok"] += 1
-        else:
-            state["err"] += 1
-            if state["first_err"] is None:
-                state["first_err"] = f"{err.name()}: {err.str()}"
-
+    dr = _Deliveries()
     conf = _base(bootstrap, errs, log_path)
     conf.update(THROUGHPUT_PRODUCER)
     conf["acks"] = acks
-    conf["on_delivery"] = on_delivery
+    conf["on_delivery"] = dr.on_delivery
     p = Producer(conf)
     payload = os.urandom(size)
     cpu0 = _cpu_s()
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
-    produced = 0
+    watch = _StallWatch(stall_s)
     failure = None
-
-    def progress_stalled(last_done, last_change):
-        done = state["ok"] + state["err"]
-        now = time.monotonic()
-        if done != last_done:
-            return done, now, False
-        return last_done, last_change, (now - last_change) > stall_s
-
-    last_done, last_change = 0, time.monotonic()
     try:
-        for i in range(count):
-            while True:
-                try:
-                    p.produce(topic, payload)
-                    break
-                except BufferError:
-                    # local queue full: serve delivery reports and retry
-                    p.poll(0.01)
-                    last_done, last_change, stalled = progress_stalled(
-                        last_done, last_change)
-                    if stalled:
-                        raise WorkloadError(
-                            f"no delivery progress for {stall_s:.0f}s "
-                            f"(queue full)")
-                    if time.monotonic() > deadline:
-                        raise WorkloadError(f"timed out after {timeout_s:.0f}s "
-                                            f"while producing")
-            produced += 1
-            if (i & 1023) == 0:
-                p.poll(0)
-                if state["err"] and state["ok"] == 0 and state["err"] > 1000:
-                    raise WorkloadError("every delivery so far failed")
-        while state["ok"] + state["err"] < produced:
-            p.poll(0.05)
-            last_done, last_change, stalled = progress_stalled(
-                last_done, last_change)
-            if stalled:
-                raise WorkloadError(f"no delivery progress for {stall_s:.0f}s")
-            if time.monotonic() > deadline:
-                raise WorkloadError(f"timed out after {timeout_s:.0f}s waiting "
-                                    f"for delivery reports")
+        produced = _send_all(p, topic, payload, count, dr, watch, deadline,
+                             timeout_s)
+        _await_deliveries(p, produced, dr, watch, deadline, timeout_s)
     except WorkloadError as e:
         failure = str(e)
     elapsed = time.perf_counter() - t0
     client_cpu = _cpu_s() - cpu0
-    remaining = len(p)
-    if remaining:
+    if len(p):
         p.purge()
         p.poll(0.5)
 
-    ok = state["ok"]
-    metrics = {
-        "records": count,
-        "record_bytes": size,
-        "acks": acks,
-        "partitions": partitions,
-        "delivered": ok,
-        "delivery_errors": state["err"],
-        "elapsed_s": round(elapsed, 3),
-        "records_per_s": round(ok / elapsed, 1) if elapsed > 0 else None,
-        "mb_per_s": round(ok * size / MB / elapsed, 2) if elapsed > 0 else None,
-        "client_cpu_s": round(client_cpu, 2),
-    }
+    metrics = _produce_metrics(count, size, acks, partitions, dr, elapsed,
+                               client_cpu)
     if create != "required":
         n = _partition_count(bootstrap, topic, errs, log_path)
         metrics["partitions_observed"] = n
         if n is not None and n != partitions:
             notes.append(f"topic has {n} partitions, expected {partitions}")
-    if failure is None and state["err"]:
-        failure = (f"{state['err']} of {count} deliveries failed; first: "
-                   f"{state['first_err']}")
-    if failure is not None:
-        if state["first_err"] and state["first_err"] not in failure:
-            failure += f"; first delivery error: {state['first_err']}"
-        if errs.items:
-            failure += f". {errs.summary()}"
-        return _result(False, failure, metrics, notes)
-    return _result(True, None, metrics, notes)
+    failure = _produce_failure(failure, dr, count, errs)
+    return _result(failure is None, failure, metrics, notes)
 
 
 # --------------------------------------------------------------------------
 # workload 3: consume throughput (assign mode, no group)
 
 
-def consume_throughput(bootstrap: str, topic: str, expected: int,
-                       partitions: int, timeout_s: float,
-                       stall_s: float = 60.0,
-                       log_path: str | None = None) -> dict:
-    errs = _ClientErrors()
-    conf = _base(bootstrap, errs, log_path)
-    conf.update(ASSIGN_CONSUMER)
-    c = Consumer(conf)
-    got = 0
-    nbytes = 0
-    first_at = None
-    failure = None
-    msg_errors: list[str] = []
+class _ConsumeProgress:
+    """What the consume loop has seen so far (kept when it fails midway)."""
+
+    def __init__(self):
+        self.got = 0
+        self.nbytes = 0
+        self.first_at: float | None = None
+        self.msg_errors: list[str] = []
+
+
+def _learn_leader(c: Consumer, topic: str, prog: _ConsumeProgress) -> None:
+    # Learn the partition leader first: if assign() runs before the
+    # consumer has metadata, librdkafka parks the offset lookup on a
+    # ~500 ms retry timer, which would dominate a short measurement.
     try:
-        # Learn the partition leader first: if assign() runs before the
-        # consumer has metadata, librdkafka parks the offset lookup on a
-        # ~500 ms retry timer, which would dominate a short measurement.
         c.list_topics(topic=topic, timeout=10)
     except KafkaException as e:
-        msg_errors.append(f"metadata before assign failed: {e}")
-    cpu0 = _cpu_s()
-    t0 = time.perf_counter()
-    deadline = time.monotonic() + timeout_s
+        prog.msg_errors.append(f"metadata before assign failed: {e}")
+
+
+def _consume_expected(c: Consumer, topic: str, partitions: int,
+                      expected: int, prog: _ConsumeProgress, t0: float,
+                      deadline: float, stall_s: float,
+                      timeout_s: float) -> None:
+    """assign() from the beginning and consume until ``expected`` records;
+    raises WorkloadError (stall, deadline, fatal error) or KafkaException."""
+    got, nbytes, first_at = prog.got, prog.nbytes, prog.first_at
+    msg_errors = prog.msg_errors
     last_progress = time.monotonic()
     try:
         c.assign([TopicPartition(topic, i, OFFSET_BEGINNING)
@@ -404,6 +457,66 @@ def consume_throughput(bootstrap: str, topic: str, expected: int,
             if now > deadline:
                 raise WorkloadError(f"timed out after {timeout_s:.0f}s "
                                     f"(got {got}/{expected})")
+    finally:
+        prog.got, prog.nbytes, prog.first_at = got, nbytes, first_at
+
+
+def _consume_metrics(prog: _ConsumeProgress, expected: int, elapsed: float,
+                     client_cpu: float) -> dict:
+    got, first_at = prog.got, prog.first_at
+    return {
+        "records": got,
+        "expected": expected,
+        "bytes": prog.nbytes,
+        "elapsed_s": round(elapsed, 3),
+        "first_record_s": round(first_at, 3) if first_at is not None else None,
+        "records_per_s": round(got / elapsed, 1) if elapsed > 0 else None,
+        # excluding the time to the first record (connect, ListOffsets, ...)
+        "records_per_s_after_first": (
+            round(got / (elapsed - first_at), 1)
+            if first_at is not None and elapsed > first_at else None),
+        "mb_per_s": round(prog.nbytes / MB / elapsed, 2) if elapsed > 0 else None,
+        "client_cpu_s": round(client_cpu, 2),
+    }
+
+
+def _consume_result(failure: str | None, prog: _ConsumeProgress,
+                    expected: int, metrics: dict, errs: _ClientErrors) -> dict:
+    notes = []
+    msg_errors = prog.msg_errors
+    if msg_errors:
+        notes.append("message errors: " + " | ".join(dict.fromkeys(msg_errors)))
+    if failure is None and prog.got > expected:
+        notes.append(f"received {prog.got - expected} more records than expected")
+    if failure is not None:
+        if msg_errors:
+            failure += "; message errors: " + " | ".join(
+                dict.fromkeys(msg_errors))
+        if errs.items:
+            failure += f". {errs.summary()}"
+        return _result(False, failure, metrics, notes)
+    return _result(True, None, metrics, notes)
+
+
+def consume_throughput(bootstrap: str, topic: str, expected: int,
+                       partitions: int, timeout_s: float,
+                       stall_s: float = 60.0,
+                       log_path: str | None = None) -> dict:
+    """Consume ``expected`` records from the beginning with assign(); the
+    clock runs from assign() until the last one arrived."""
+    errs = _ClientErrors()
+    conf = _base(bootstrap, errs, log_path)
+    conf.update(ASSIGN_CONSUMER)
+    c = Consumer(conf)
+    prog = _ConsumeProgress()
+    failure = None
+    _learn_leader(c, topic, prog)
+    cpu0 = _cpu_s()
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    try:
+        _consume_expected(c, topic, partitions, expected, prog, t0, deadline,
+                          stall_s, timeout_s)
     except WorkloadError as e:
         failure = str(e)
     except KafkaException as e:
@@ -414,33 +527,8 @@ def consume_throughput(bootstrap: str, topic: str, expected: int,
         c.close()
     except Exception:
         pass
-    metrics = {
-        "records": got,
-        "expected": expected,
-        "bytes": nbytes,
-        "elapsed_s": round(elapsed, 3),
-        "first_record_s": round(first_at, 3) if first_at is not None else None,
-        "records_per_s": round(got / elapsed, 1) if elapsed > 0 else None,
-        # excluding the time to the first record (connect, ListOffsets, ...)
-        "records_per_s_after_first": (
-            round(got / (elapsed - first_at), 1)
-            if first_at is not None and elapsed > first_at else None),
-        "mb_per_s": round(nbytes / MB / elapsed, 2) if elapsed > 0 else None,
-        "client_cpu_s": round(client_cpu, 2),
-    }
-    notes = []
-    if msg_errors:
-        notes.append("message errors: " + " | ".join(dict.fromkeys(msg_errors)))
-    if failure is None and got > expected:
-        notes.append(f"received {got - expected} more records than expected")
-    if failure is not None:
-        if msg_errors:
-            failure += "; message errors: " + " | ".join(
-                dict.fromkeys(msg_errors))
-        if errs.items:
-            failure += f". {errs.summary()}"
-        return _result(False, failure, metrics, notes)
-    return _result(True, None, metrics, notes)
+    metrics = _consume_metrics(prog, expected, elapsed, client_cpu)
+    return _consume_result(failure, prog, expected, metrics, errs)
 
 
 # --------------------------------------------------------------------------
@@ -458,117 +546,133 @@ def _pct(sorted_vals: list[float], p: float) -> float:
     return sorted_vals[k]
 
 
-def e2e_latency(bootstrap: str, topic: str, rate: int, duration_s: float,
-                size: int, timeout_s: float,
-                log_path: str | None = None) -> dict:
-    errs = _ClientErrors()
-    notes: list[str] = []
-    _ensure_single_partition_topic(bootstrap, topic, errs, log_path, notes)
+class _LatencyConsumer:
+    """Reads the timed records on a thread of its own, from the log end:
+    latency per sequence number (poll() return minus send time), warm-up
+    records, duplicates, the first error."""
 
-    count = int(rate * duration_s)
-    lat_ns = [0] * count
-    seen = bytearray(count)
-    st = {"received": 0, "warm": 0, "dups": 0, "cerr": None}
-    stop = threading.Event()
-    hard_deadline = time.monotonic() + timeout_s
+    def __init__(self, conf: dict, topic: str, count: int,
+                 hard_deadline: float):
+        self.consumer = Consumer(conf)
+        self.topic = topic
+        self.count = count
+        self.hard_deadline = hard_deadline
+        self.lat_ns = [0] * count
+        self.seen = bytearray(count)
+        self.received = 0
+        self.warm = 0
+        self.dups = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    cconf = _base(bootstrap, errs, log_path)
-    cconf.update(ASSIGN_CONSUMER)
-    cconf.update(LATENCY_CONSUMER_EXTRA)
-    consumer = Consumer(cconf)
+    def start(self) -> None:
+        self._thread.start()
 
-    def consume_loop():
+    def _run(self) -> None:
         try:
-            consumer.list_topics(topic=topic, timeout=10)  # see consume_throughput
-            consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
-            while not stop.is_set() and time.monotonic() < hard_deadline:
-                # poll() returns as soon as one record is there (consume()
-                # would wait for a whole batch or the timeout)
-                m = consumer.poll(0.05)
-                now = time.perf_counter_ns()
-                if m is not None:
-                    if m.error() is not None:
-                        e = m.error()
-                        if st["cerr"] is None:
-                            st["cerr"] = f"{e.name()}: {e.str()}"
-                        continue
-                    v = m.value()
-                    if v is None or len(v) < _HDR.size:
-                        continue
-                    seq, sent = _HDR.unpack_from(v)
-                    if seq < 0:
-                        st["warm"] += 1
-                    elif seq < count:
-                        if seen[seq]:
-                            st["dups"] += 1
-                        else:
-                            seen[seq] = 1
-                            lat_ns[seq] = now - sent
-                            st["received"] += 1
+            self._loop()
         except Exception as e:  # report, don't hang the producer side
-            st["cerr"] = f"consumer thread: {type(e).__name__}: {e}"
+            self.error = f"consumer thread: {type(e).__name__}: {e}"
 
-    th = threading.Thread(target=consume_loop, daemon=True)
-    th.start()
+    def _loop(self) -> None:
+        consumer, count = self.consumer, self.count
+        lat_ns, seen = self.lat_ns, self.seen
+        consumer.list_topics(topic=self.topic, timeout=10)  # see consume_throughput
+        consumer.assign([TopicPartition(self.topic, 0, OFFSET_END)])
+        while not self._stop.is_set() and time.monotonic() < self.hard_deadline:
+            # poll() returns as soon as one record is there (consume()
+            # would wait for a whole batch or the timeout)
+            m = consumer.poll(0.05)
+            now = time.perf_counter_ns()
+            if m is None:
+                continue
+            if m.error() is not None:
+                e = m.error()
+                if self.error is None:
+                    self.error = f"{e.name()}: {e.str()}"
+                continue
+            v = m.value()
+            if v is None or len(v) < _HDR.size:
+                continue
+            seq, sent = _HDR.unpack_from(v)
+            if seq < 0:
+                self.warm += 1
+            elif seq < count:
+                if seen[seq]:
+                    self.dups += 1
+                else:
+                    seen[seq] = 1
+                    lat_ns[seq] = now - sent
+                    self.received += 1
 
-    pconf = _base(bootstrap, errs, log_path)
-    pconf.update(LATENCY_PRODUCER)
-    dr = {"ok": 0, "err": 0, "first_err": None}
-    ack_ms: list[float] = []
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
-    def on_delivery(err, msg):
-        if err is None:
-            dr["ok"] += 1
-            lat = msg.latency()  # produce() -> delivery report, seconds
-            if lat is not None and len(ack_ms) < count + 10_000:
-                ack_ms.append(lat * 1e3)
-        else:
-            dr["err"] += 1
-            dr["first_err"] = dr["first_err"] or f"{err.name()}: {err.str()}"
-
-    pconf["on_delivery"] = on_delivery
-    p = Producer(pconf)
-    pad = b"\0" * max(0, size - _HDR.size)
-
-    def fail(msg: str) -> dict:
-        stop.set()
-        th.join(timeout=5)
-        p.purge()
+    def close(self) -> None:
         try:
-            consumer.close()
+            self.consumer.close()
         except Exception:
             pass
-        if dr["first_err"]:
-            msg += f"; first delivery error: {dr['first_err']}"
-        if st["cerr"]:
-            msg += f"; consumer error: {st['cerr']}"
-        if errs.items:
-            msg += f". {errs.summary()}"
-        return _result(False, msg, {"sent": 0}, notes)
 
-    # Warm-up: the consumer starts at the log end, so keep sending warm-up
-    # records until one arrives -- this proves the consumer's position is
-    # resolved and its fetch loop is running before the clock starts.
+    def latencies_ms(self, lo: int = 0, hi: int | None = None) -> list[float]:
+        """Sorted latencies of the received records with lo <= seq < hi."""
+        hi = self.count if hi is None else hi
+        return sorted(self.lat_ns[i] / 1e6 for i in range(lo, hi) if self.seen[i])
+
+
+class _Acks:
+    """Delivery reports of the latency producer, with produce->ack times."""
+
+    def __init__(self, count: int):
+        self.ok = 0
+        self.err = 0
+        self.first_err: str | None = None
+        self.ack_ms: list[float] = []
+        self._keep = count + 10_000
+
+    def on_delivery(self, err, msg) -> None:
+        if err is None:
+            self.ok += 1
+            lat = msg.latency()  # produce() -> delivery report, seconds
+            if lat is not None and len(self.ack_ms) < self._keep:
+                self.ack_ms.append(lat * 1e3)
+        else:
+            self.err += 1
+            self.first_err = self.first_err or f"{err.name()}: {err.str()}"
+
+
+def _warm_up(p: Producer, topic: str, pad: bytes, rate: int,
+             cons: _LatencyConsumer) -> None:
+    """Send warm-up records until the consumer (at the log end) sees one,
+    then 0.5 s more at the target rate.  Raises WorkloadError after 30 s."""
+    # this proves the consumer's position is resolved and its fetch loop is
+    # running before the clock starts
     warm_deadline = time.monotonic() + 30
     warm_sent = 0
-    while st["warm"] == 0:
+    while cons.warm == 0:
         if time.monotonic() > warm_deadline or warm_sent >= 600:
-            return fail(f"warm-up: consumer received none of {warm_sent} "
-                        f"warm-up records within 30s (assign at OFFSET_END)")
+            raise WorkloadError(f"warm-up: consumer received none of "
+                                f"{warm_sent} warm-up records within 30s "
+                                f"(assign at OFFSET_END)")
         p.produce(topic, _HDR.pack(-1, time.perf_counter_ns()) + pad)
         warm_sent += 1
         p.poll(0)
         time.sleep(0.05)
-    # a little more warm-up at the target rate
     t_end = time.monotonic() + 0.5
     while time.monotonic() < t_end:
         p.produce(topic, _HDR.pack(-1, time.perf_counter_ns()) + pad)
         p.poll(1.0 / rate)
 
+
+def _send_timed(p: Producer, topic: str, pad: bytes, count: int, rate: int,
+                hard_deadline: float, timeout_s: float) -> dict:
+    """Send records 0..count-1 on a fixed schedule, each stamped with its send
+    time; returns the schedule's figures.  Raises WorkloadError."""
     interval_ns = int(1e9 / rate)
     late = 0
     max_lag_ns = 0
-    cpu0 = _cpu_s()
     start_ns = time.perf_counter_ns()
     for seq in range(count):
         due = start_ns + seq * interval_ns
@@ -582,45 +686,48 @@ def e2e_latency(bootstrap: str, topic: str, rate: int, duration_s: float,
         try:
             p.produce(topic, _HDR.pack(seq, sent) + pad)
         except BufferError:
-            return fail(f"producer queue full at seq {seq}")
+            raise WorkloadError(f"producer queue full at seq {seq}") from None
         p.poll(0)
         if time.monotonic() > hard_deadline:
-            return fail(f"timed out after {timeout_s:.0f}s while sending")
-    send_elapsed = (time.perf_counter_ns() - start_ns) / 1e9
+            raise WorkloadError(f"timed out after {timeout_s:.0f}s while sending")
+    return {"send_elapsed": (time.perf_counter_ns() - start_ns) / 1e9,
+            "late": late, "max_lag_ns": max_lag_ns}
+
+
+def _await_timed(p: Producer, cons: _LatencyConsumer, count: int,
+                 hard_deadline: float) -> None:
+    """Flush, then give the consumer up to 5 s to see every timed record."""
     p.flush(min(10.0, max(0.1, hard_deadline - time.monotonic())))
     grace = time.monotonic() + 5
-    while st["received"] < count and time.monotonic() < min(grace,
-                                                           hard_deadline):
+    while cons.received < count and time.monotonic() < min(grace,
+                                                             hard_deadline):
         time.sleep(0.05)
-    stop.set()
-    th.join(timeout=5)
-    client_cpu = _cpu_s() - cpu0
-    try:
-        consumer.close()
-    except Exception:
-        pass
 
-    vals = sorted(lat_ns[i] / 1e6 for i in range(count) if seen[i])
+
+def _latency_metrics(cons: _LatencyConsumer, acks: _Acks, rate: int,
+                     duration_s: float, size: int, sending: dict,
+                     client_cpu: float) -> dict:
+    count = cons.count
+    vals = cons.latencies_ms()
     n = len(vals)
-    acks_sorted = sorted(ack_ms[-count:])
+    acks_sorted = sorted(acks.ack_ms[-count:])
     # drift check: median latency of the records sent in each second
     p50_per_s = []
     for lo in range(0, count, rate):
-        sec = sorted(lat_ns[i] / 1e6 for i in range(lo, min(count, lo + rate))
-                     if seen[i])
+        sec = cons.latencies_ms(lo, min(count, lo + rate))
         p50_per_s.append(round(_pct(sec, 50), 2) if sec else None)
-    metrics = {
+    return {
         "target_rate": rate,
         "duration_s": duration_s,
         "record_bytes": size,
         "sent": count,
-        "delivered_acks": dr["ok"],
+        "delivered_acks": acks.ok,
         "received": n,
         "lost": count - n,
-        "duplicates": st["dups"],
-        "achieved_send_rate": round(count / send_elapsed, 1),
-        "late_sends": late,
-        "max_send_lag_ms": round(max_lag_ns / 1e6, 3),
+        "duplicates": cons.dups,
+        "achieved_send_rate": round(count / sending["send_elapsed"], 1),
+        "late_sends": sending["late"],
+        "max_send_lag_ms": round(sending["max_lag_ns"] / 1e6, 3),
         "p50_ms": round(_pct(vals, 50), 3) if n else None,
         "p90_ms": round(_pct(vals, 90), 3) if n else None,
         "p99_ms": round(_pct(vals, 99), 3) if n else None,
@@ -634,17 +741,78 @@ def e2e_latency(bootstrap: str, topic: str, rate: int, duration_s: float,
         "client_cpu_s": round(client_cpu, 2),
         "p50_ms_each_second": p50_per_s,
     }
-    if n == 0:
-        return fail("no timed records received")
+
+
+def _latency_failure(msg: str, cons: _LatencyConsumer, p: Producer,
+                     acks: _Acks, errs: _ClientErrors, notes: list) -> dict:
+    """Stop everything and report ``msg`` with the first causes."""
+    cons.stop()
+    p.purge()
+    cons.close()
+    if acks.first_err:
+        msg += f"; first delivery error: {acks.first_err}"
+    if cons.error:
+        msg += f"; consumer error: {cons.error}"
+    if errs.items:
+        msg += f". {errs.summary()}"
+    return _result(False, msg, {"sent": 0}, notes)
+
+
+def _latency_result(metrics: dict, cons: _LatencyConsumer, acks: _Acks,
+                    errs: _ClientErrors, notes: list) -> dict:
+    count, n = cons.count, metrics["received"]
     if count - n > 0:
         notes.append(f"{count - n} of {count} timed records not received "
                      f"within 5s after the last send")
-    if dr["err"]:
-        notes.append(f"{dr['err']} delivery errors; first: {dr['first_err']}")
-    if st["cerr"]:
-        notes.append(f"consumer error: {st['cerr']}")
-    ok = n >= 0.99 * count and dr["err"] == 0
+    if acks.err:
+        notes.append(f"{acks.err} delivery errors; first: {acks.first_err}")
+    if cons.error:
+        notes.append(f"consumer error: {cons.error}")
+    ok = n >= 0.99 * count and acks.err == 0
     err = None if ok else f"only {n}/{count} timed records received"
     if not ok and errs.items:
         err += f". {errs.summary()}"
     return _result(ok, err, metrics, notes)
+
+
+def e2e_latency(bootstrap: str, topic: str, rate: int, duration_s: float,
+                size: int, timeout_s: float,
+                log_path: str | None = None) -> dict:
+    """``rate`` records/s for ``duration_s`` to one partition, read by an
+    assign()ed consumer from the log end; latency is send time to poll()."""
+    errs = _ClientErrors()
+    notes: list[str] = []
+    _ensure_single_partition_topic(bootstrap, topic, errs, log_path, notes)
+
+    count = int(rate * duration_s)
+    hard_deadline = time.monotonic() + timeout_s
+    cconf = _base(bootstrap, errs, log_path)
+    cconf.update(ASSIGN_CONSUMER)
+    cconf.update(LATENCY_CONSUMER_EXTRA)
+    cons = _LatencyConsumer(cconf, topic, count, hard_deadline)
+    cons.start()
+
+    acks = _Acks(count)
+    pconf = _base(bootstrap, errs, log_path)
+    pconf.update(LATENCY_PRODUCER)
+    pconf["on_delivery"] = acks.on_delivery
+    p = Producer(pconf)
+    pad = b"\0" * max(0, size - _HDR.size)
+    try:
+        _warm_up(p, topic, pad, rate, cons)
+        cpu0 = _cpu_s()
+        sending = _send_timed(p, topic, pad, count, rate, hard_deadline,
+                              timeout_s)
+    except WorkloadError as e:
+        return _latency_failure(str(e), cons, p, acks, errs, notes)
+    _await_timed(p, cons, count, hard_deadline)
+    cons.stop()
+    client_cpu = _cpu_s() - cpu0
+    cons.close()
+
+    metrics = _latency_metrics(cons, acks, rate, duration_s, size, sending,
+                               client_cpu)
+    if metrics["received"] == 0:
+        return _latency_failure("no timed records received", cons, p, acks,
+                                errs, notes)
+    return _latency_result(metrics, cons, acks, errs, notes)
