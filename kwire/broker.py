@@ -8,6 +8,7 @@ import trio
 
 from kwire.admin.broker_config import BrokerConfig
 from kwire.admin.topic_config import effective_log_config
+from kwire.codecs.errors import KafkaApiError
 from kwire.log.manager import LogManager
 
 from .clock import Clock, WallClock
@@ -73,8 +74,20 @@ class Broker:
 
     # -- background work --------------------------------------------------------
     async def run_housekeeping(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Retention every log.retention.check.interval.ms; time-based flushes every second."""
-        task_status.started()
+        """Retention every log.retention.check.interval.ms; time-based flushes every second;
+        one scrub of every closed segment after start (kwire.log.health)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.scrub_closed_segments)
+            task_status.started()
+            await self._housekeeping_loop()
+
+    async def scrub_closed_segments(self) -> None:
+        """Check every stored batch of closed segments once; damage takes only its partition
+        offline.  Abandoned at shutdown (the scrub reads with descriptors of its own)."""
+        for _topic, plog in list(self.logs.all_partitions()):
+            await trio.to_thread.run_sync(plog.scrub, abandon_on_cancel=True)
+
+    async def _housekeeping_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
         next_retention = trio.current_time() + interval
         while True:
@@ -82,7 +95,10 @@ class Broker:
             now = self.clock.now_ms()
             for _topic, plog in list(self.logs.all_partitions()):
                 if plog.flush_due(now):
-                    await trio.to_thread.run_sync(plog.flush, now)
+                    try:
+                        await trio.to_thread.run_sync(plog.flush, now)
+                    except KafkaApiError:
+                        pass   # logged, and the partition taken offline, by the log
             if trio.current_time() >= next_retention:
                 next_retention = trio.current_time() + interval
                 self.apply_retention()

@@ -12,9 +12,24 @@
     0                   version
     150                 log start offset
 
-Writes go to ``<file>.tmp``, are fsynced and renamed over the old file, so a
-crash leaves either the old or the new content.  This blocks briefly; these
-files change only on leadership changes and DeleteRecords.
+``recovery-point-checkpoint`` (Kafka keeps one recovery-point-offset-checkpoint
+per log dir; here one per partition, with the segment and file position)::
+
+    0                   version
+    150 100 4096        recovery point offset, base offset of its segment, file position
+
+The recovery point is the offset up to which the log was flushed (fsynced)
+after being validated on append: an unclean start checks batches only from
+there on, so damage at rest below it is never a reason to cut later data.
+
+``write_atomically`` is the one atomic-replace helper of the broker's files:
+write ``<file>.tmp``, fsync it, rename it over the old file, fsync the
+directory; a crash leaves either the old or the new content.  It blocks.
+
+A checkpoint that exists but cannot be parsed raises ``CheckpointError``
+rather than reading as empty: an empty log-start-offset checkpoint would
+silently bring records deleted by DeleteRecords back.  A missing file is
+normal (nothing checkpointed yet) and reads as None / no entries.
 """
 from __future__ import annotations
 
@@ -23,44 +38,107 @@ import os
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+RECOVERY_POINT_FILE = "recovery-point-checkpoint"
 VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` durably.  Raises OSError."""
+class CheckpointError(Exception):
+    """A checkpoint file exists but is unreadable or malformed (message names the file)."""
+
+
+def write_atomically(path: str, data: str | bytes) -> None:
+    """Replace ``path`` with ``data`` durably (file and directory fsynced).
+
+    Raises OSError; the temporary file is removed if the write fails.
+    """
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _read_lines(path: str) -> list[str] | None:
-    """The lines of a checkpoint with a known version, or None if missing/unreadable."""
+    """The non-blank lines after the version line, or None if the file is missing.
+
+    Raises CheckpointError if it is unreadable or its version is unknown.
+    """
     try:
         with open(path, encoding="ascii") as f:
             lines = f.read().split("\n")
-    except (FileNotFoundError, UnicodeDecodeError):
+    except FileNotFoundError:
         return None
-    if not lines or lines[0].strip() != str(VERSION):
-        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: unreadable: {exc}") from None
+    if lines[0].strip() != str(VERSION):
+        raise CheckpointError(f"{path}: unknown version {lines[0].strip()[:20]!r}")
     return [line for line in lines[1:] if line.strip()]
 
 
-def read_log_start_offset(directory: str) -> int | None:
-    """The checkpointed log start offset, or None if absent or malformed."""
-    lines = _read_lines(os.path.join(directory, LOG_START_OFFSET_FILE))
+def _ints(path: str, line: str, count: int) -> list[int]:
     try:
-        return int(lines[0]) if lines else None
+        values = [int(v) for v in line.split()]
     except ValueError:
+        values = []
+    if len(values) != count or any(v < 0 for v in values):
+        raise CheckpointError(f"{path}: malformed line {line[:40]!r}")
+    return values
+
+
+def read_log_start_offset(directory: str) -> int | None:
+    """The checkpointed log start offset, or None if there is no checkpoint.
+
+    Raises CheckpointError if the file is malformed (never guess: a wrong
+    value would expose deleted records).
+    """
+    path = os.path.join(directory, LOG_START_OFFSET_FILE)
+    lines = _read_lines(path)
+    if lines is None:
         return None
+    if len(lines) != 1:
+        raise CheckpointError(f"{path}: expected one offset, found {len(lines)} line(s)")
+    return _ints(path, lines[0], 1)[0]
 
 
 def write_log_start_offset(directory: str, offset: int) -> None:
     write_atomically(os.path.join(directory, LOG_START_OFFSET_FILE), f"{VERSION}\n{offset}\n")
+
+
+def read_recovery_point(directory: str) -> tuple[int, int, int] | None:
+    """(offset, segment base offset, file position), or None if never checkpointed.
+
+    Raises CheckpointError if the file is malformed.
+    """
+    path = os.path.join(directory, RECOVERY_POINT_FILE)
+    lines = _read_lines(path)
+    if lines is None:
+        return None
+    if len(lines) != 1:
+        raise CheckpointError(f"{path}: expected one line, found {len(lines)}")
+    offset, base, position = _ints(path, lines[0], 3)
+    return offset, base, position
+
+
+def write_recovery_point(directory: str, point: tuple[int, int, int]) -> None:
+    """Replace the recovery-point checkpoint.  Raises OSError."""
+    write_atomically(os.path.join(directory, RECOVERY_POINT_FILE),
+                     f"{VERSION}\n{point[0]} {point[1]} {point[2]}\n")
 
 
 class LeaderEpochCache:
@@ -68,18 +146,19 @@ class LeaderEpochCache:
 
     def __init__(self, directory: str):
         self.path = os.path.join(directory, LEADER_EPOCH_FILE)
-        self.entries: list[tuple[int, int]] = self._load()
+        self.entries: list[tuple[int, int]] = []
 
-    def _load(self) -> list[tuple[int, int]]:
+    def load(self) -> None:
+        """Read the checkpoint (none: no entries).  Raises CheckpointError if malformed."""
         lines = _read_lines(self.path)
         if not lines:
-            return []
-        try:
-            count = int(lines[0])
-            entries = [(int(e), int(o)) for e, o in (line.split() for line in lines[1:count + 1])]
-        except ValueError:
-            return []
-        return sorted(entries)
+            self.entries = []
+            return
+        count = _ints(self.path, lines[0], 1)[0]
+        if count != len(lines) - 1:
+            raise CheckpointError(f"{self.path}: {count} entries announced, "
+                                  f"{len(lines) - 1} present")
+        self.entries = sorted(tuple(_ints(self.path, line, 2)) for line in lines[1:])
 
     def _save(self) -> None:
         body = "".join(f"{epoch} {offset}\n" for epoch, offset in self.entries)

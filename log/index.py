@@ -16,11 +16,16 @@ Files are appended with plain writes (no preallocation or mmap) and loaded
 lazily into ``array`` columns for bisect.  An index is never trusted after a
 crash: recovery rebuilds it from the log; a file whose size is not a multiple
 of the entry size, or whose entries go backwards, counts as untrusted too.
+
+Appends are all-or-nothing: a failed or short write (ENOSPC) is cut back off
+the file before the OSError is raised, and memory is changed only after the
+file.  ``truncate_entries`` lets a segment undo the entries of a failed append.
 """
 from __future__ import annotations
 
 import array
 import bisect
+import errno
 import os
 import struct
 import sys
@@ -115,13 +120,43 @@ class _SparseIndex:
     # -- writing --------------------------------------------------------
 
     def append(self, key: int, value: int) -> None:
-        """Add an entry at the end (memory and file).  Raises IndexCorrupt if not loadable."""
+        """Add an entry at the end (file, then memory).
+
+        Raises IndexCorrupt if the index is not loadable, OSError if the write
+        fails (the file is cut back to its previous size first; if that cut
+        fails too, the OSError of the cut is raised from the write's).
+        """
         self.ensure_loaded()
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self._fd, self.ENTRY.pack(key, value))
+        entry = self.ENTRY.pack(key, value)
+        try:
+            if os.write(self._fd, entry) != len(entry):
+                raise OSError(errno.ENOSPC, f"short write to {self.path}")
+        except OSError:
+            os.ftruncate(self._fd, len(self._keys) * self.ENTRY.size)
+            raise
         self._keys.append(key)
         self._values.append(value)
+
+    def entry_count(self) -> int:
+        """Entries in the index (from the file's size if not loaded yet; 0 if missing)."""
+        if self._keys is not None:
+            return len(self._keys)
+        try:
+            return os.stat(self.path).st_size // self.ENTRY.size
+        except FileNotFoundError:
+            return 0
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep the first ``count`` entries (file and memory).  Raises OSError."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, count * self.ENTRY.size)
+        elif os.path.exists(self.path):
+            os.truncate(self.path, count * self.ENTRY.size)
+        if self._keys is not None:
+            del self._keys[count:]
+            del self._values[count:]
 
     def reset(self, entries: list[tuple[int, int]] | None = None) -> None:
         """Replace the file and memory contents with ``entries`` (used by rebuilds)."""

@@ -8,8 +8,11 @@ On-disk layout of one log directory (``log.dirs`` may list several)::
     <topic>-<partition>/            one PartitionLog directory per partition
     producer-id-block               next producer id block start (decimal)
 
-Topic metadata files are replaced atomically (write, fsync, rename) so a
-crash leaves either the old or the new description.  A partition directory
+Topic metadata files are replaced atomically (``checkpoints.write_atomically``:
+write, fsync, rename, fsync the directory) so a crash leaves either the old or
+the new description.  The clean-shutdown marker is written only for a log dir
+whose every partition closed cleanly (none offline, everything flushed and
+its recovery point checkpointed).  A partition directory
 without a topic file (crash during create) is ignored and removed.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Callable
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
+from .checkpoints import write_atomically
 from .config import LogConfig
 from .partition import PartitionLog
 
@@ -45,20 +49,6 @@ class Topic:
     internal: bool = False
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class LogManager:
     """Owns every topic's partition logs; synchronous, time passed in.
 
@@ -74,7 +64,6 @@ class LogManager:
         self.cluster_id = cluster_id
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
-        self.clean_start = True
         self._next_producer_id = 0
         self._producer_id_limit = 0
 
@@ -87,7 +76,6 @@ class LogManager:
             self._load_meta(d)
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             clean = fresh or os.path.exists(marker)
-            self.clean_start = self.clean_start and clean
             self._load_dir(d, now_ms, recover=not clean)
             if os.path.exists(marker):
                 os.unlink(marker)
@@ -106,7 +94,7 @@ class LogManager:
             self.cluster_id = props.get("cluster.id") or _new_cluster_id()
         if props.get("cluster.id") != self.cluster_id or props.get("node.id") != str(self.node_id):
             text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
-            _write_atomically(path, text.encode())
+            write_atomically(path, text.encode())
 
     def _load_dir(self, d: str, now_ms: int, *, recover: bool) -> None:
         tdir = os.path.join(d, TOPICS_DIR)
@@ -127,12 +115,19 @@ class LogManager:
             logger.warning("log dir %s had no clean-shutdown marker: recovered its logs", d)
 
     def close(self) -> None:
-        """Flush and close every log and write the clean-shutdown markers."""
+        """Flush and close every log and write the clean-shutdown markers of the log dirs
+        whose partitions all closed cleanly.  Raises OSError if a marker cannot be written."""
+        unclean = set()
         for topic in self.topics.values():
             for plog in topic.partitions:
-                plog.close()
+                if not plog.close():
+                    unclean.add(topic.log_dir)
         for d in self.log_dirs:
-            _write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+            if d in unclean:
+                logger.error("log dir %s: not every partition closed cleanly; it will be "
+                             "recovered at the next start", d)
+            else:
+                write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
 
     # -- topics ----------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
@@ -155,7 +150,7 @@ class LogManager:
                 "partitions": len(topic.partitions), "configs": topic.configs,
                 "internal": topic.internal}
         path = os.path.join(topic.log_dir, TOPICS_DIR, topic.name + ".json")
-        _write_atomically(path, json.dumps(desc, sort_keys=True).encode())
+        write_atomically(path, json.dumps(desc, sort_keys=True).encode())
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], *,
                      now_ms: int, internal: bool = False) -> Topic:
@@ -231,7 +226,7 @@ class LogManager:
         """A producer id never handed out before, also across restarts (blocks persisted)."""
         if self._next_producer_id >= self._producer_id_limit:
             self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
-            _write_atomically(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE),
+            write_atomically(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE),
                               str(self._producer_id_limit).encode())
         pid = self._next_producer_id
         self._next_producer_id += 1

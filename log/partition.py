@@ -7,15 +7,28 @@ Directory layout::
         00000000000000004096.log / ...                     the last one is the active segment
         leader-epoch-checkpoint                            see kwire.log.checkpoints
         log-start-offset-checkpoint                        written by DeleteRecords
+        recovery-point-checkpoint                          written by flush and close
 
 Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``.
 The high watermark equals the log end offset until replication exists.
 
 Everything here is synchronous and takes time as ``now_ms``.  ``append`` and
-``read`` only write to / read from the page cache; ``flush``, ``maybe_flush``,
-``close``, ``delete_records`` (checkpoint fsync) and ``open`` with recovery
-block on the disk and belong in a worker thread.  ``flush`` may run in a
-worker thread concurrently with ``append`` and ``read`` on the owner thread.
+``read`` only write to / read from the page cache; ``flush``, ``close``,
+``scrub``, ``delete_records`` (checkpoint fsync) and ``open`` with recovery
+block on the disk and belong in a worker thread.  ``flush`` and ``scrub`` may
+run in a worker thread concurrently with ``append`` and ``read`` on the owner
+thread.
+
+Storage failures (see kwire.log.health): an append is all-or-nothing, a
+failed one answers KAFKA_STORAGE_ERROR and changes nothing; what cannot be
+undone, corruption found on the read path (CRC of the batches a fetch reads
+anyway) or by ``scrub`` (every closed segment, once after start), a failed
+fsync and a malformed checkpoint take this partition offline.
+
+Recovery point: ``flush`` records the offset/position it made durable and
+``close`` (and a timed ``flush`` at most every ``RECOVERY_POINT_INTERVAL_MS``)
+writes it to ``recovery-point-checkpoint``; an unclean start checks batches
+only after it (kwire.log.recovery).
 """
 from __future__ import annotations
 
@@ -24,20 +37,22 @@ import logging
 import os
 import shutil
 import threading
-from typing import NamedTuple
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from . import checkpoints
+from . import checkpoints, recovery
 from .config import LogConfig
+from .health import StorageHealth
 from .producer_state import ProducerStateManager
-from .segment import LogSegment
+from .segment import (CorruptSegment, FileSlice, LogSegment, UndoFailed,  # noqa: F401 (re-exported)
+                      bisect_segments, open_slices, read_bytes)
 
 logger = logging.getLogger(__name__)
 
 PRODUCER_STATE_SEGMENTS = 2     # newest segments replayed to rebuild producer state
 INT32_MAX = 2**31 - 1
+RECOVERY_POINT_INTERVAL_MS = 60_000   # Kafka's log.flush.offset.checkpoint.interval.ms
 
 
 @dataclasses.dataclass(slots=True)
@@ -62,12 +77,24 @@ class PartitionLog:
         self.log_end_offset = 0
         self.high_watermark = 0
         self._epochs = checkpoints.LeaderEpochCache(path)
-        self.leader_epoch = self._epochs.latest_epoch or 0
+        self.leader_epoch = 0
+        self.health = StorageHealth(path)
         self._producers = ProducerStateManager()
         self._lock = threading.Lock()         # counters shared with flush() in a worker thread
         self._unflushed_messages = 0
         self._unflushed_segments: list[LogSegment] = []
         self._last_flush_ms = 0
+        # (offset, segment base, file position) after the last append; flush makes it durable
+        self._end_point = (0, 0, 0)
+        self._flushed_point: tuple[int, int, int] | None = None
+        self._checkpointed_point: tuple[int, int, int] | None = None
+        self._last_checkpoint_ms = 0
+        self._checkpoint_lock = threading.Lock()
+
+    @property
+    def offline(self) -> bool:
+        """True once a storage failure took this partition offline (see kwire.log.health)."""
+        return self.health.offline
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.path!r}, log_start_offset={self.log_start_offset}, "
@@ -79,77 +106,47 @@ class PartitionLog:
     def open(cls, path: str, config: LogConfig, *, now_ms: int, recover: bool) -> PartitionLog:
         """Open (creating the directory if missing).
 
-        With ``recover`` (no clean-shutdown marker), the newest segments are
-        checked batch by batch and cut at the first torn or corrupt batch;
-        otherwise only index files and the headers after the active segment's
-        last index entry are read.  Raises OSError on I/O failure.
+        With ``recover`` (no clean-shutdown marker), batches after the
+        recovery point are checked and the log cut at the first torn or
+        corrupt one (kwire.log.recovery); otherwise only index files and the
+        headers after the active segment's last index entry are read.  Never
+        raises for damaged files: a malformed checkpoint (logged at ERROR) or
+        an I/O failure returns the log offline.
         """
-        os.makedirs(path, exist_ok=True)
         log = cls(path, config)
-        log._last_flush_ms = now_ms
-        bases = log._segment_bases()
-        start = checkpoints.read_log_start_offset(path)
-        if not bases:
-            log.segments = [LogSegment.create(path, start or 0, now_ms=now_ms,
-                                              index_interval=config.index_interval_bytes)]
-        elif recover:
-            log.segments = log._open_recovering(bases, now_ms)
-        else:
-            log.segments = log._open_clean(bases, now_ms)
-        log.log_end_offset = log.high_watermark = log.segments[-1].next_offset
-        first = log.segments[0].base_offset
-        log.log_start_offset = min(max(start or first, first), log.log_end_offset)
-        log._epochs.truncate_from_end(log.log_end_offset)
-        log.leader_epoch = log._epochs.latest_epoch or 0
-        log._rebuild_producer_state()
+        log._last_flush_ms = log._last_checkpoint_ms = now_ms
+        try:
+            os.makedirs(path, exist_ok=True)
+            log._load(now_ms, recover)
+        except checkpoints.CheckpointError as exc:
+            log.health.take_offline(f"{exc}; repair or remove it (a missing checkpoint is "
+                                    "treated as never written)")
+        except (OSError, KafkaApiError) as exc:
+            log.health.take_offline(f"could not open: {exc}")
         return log
 
-    def _segment_bases(self) -> list[int]:
-        bases = []
-        for name in os.listdir(self.path):
-            stem, dot, ext = name.partition(".")
-            if ext == "log" and len(stem) == 20 and stem.isdigit():
-                bases.append(int(stem))
-        return sorted(bases)
-
-    def _open_segment(self, base: int, next_offset: int | None, now_ms: int) -> LogSegment:
-        """Open trusting the indexes; if the headers it must read are damaged, recover it."""
-        interval = self.config.index_interval_bytes
-        try:
-            return LogSegment.open_existing(self.path, base, next_offset=next_offset,
-                                            now_ms=now_ms, index_interval=interval)
-        except KafkaApiError as exc:
-            logger.warning("%s: clean open failed (%s); recovering that segment", self.path, exc)
-            segment = LogSegment(self.path, base, created_ms=now_ms, index_interval=interval)
-            segment.recover(now_ms=now_ms)
-            return segment
-
-    def _open_clean(self, bases: list[int], now_ms: int) -> list[LogSegment]:
-        closed = [self._open_segment(base, nxt, now_ms) for base, nxt in zip(bases, bases[1:])]
-        return closed + [self._open_segment(bases[-1], None, now_ms)]
-
-    def _open_recovering(self, bases: list[int], now_ms: int) -> list[LogSegment]:
-        """Trust closed segments up to the last with sane indexes; check every batch after it."""
-        interval = self.config.index_interval_bytes
-        probe = [LogSegment(self.path, b, created_ms=now_ms, index_interval=interval) for b in bases]
-        first_suspect = len(probe) - 1
-        while first_suspect > 0 and not probe[first_suspect - 1].indexes_look_sane():
-            first_suspect -= 1
-        segments = [self._open_segment(base, nxt, now_ms)
-                    for base, nxt in zip(bases[:first_suspect], bases[1:first_suspect + 1])]
-        for i in range(first_suspect, len(probe)):
-            segment = probe[i]
-            cut = segment.recover(now_ms=now_ms)
-            segments.append(segment)
-            if cut:
-                logger.warning("%s: cut %d bytes at position %d (kept in %s.corrupt-%d)",
-                               segment.log_path, cut, segment.size, segment.log_path, now_ms)
-            if i + 1 < len(probe) and segment.next_offset != probe[i + 1].base_offset:
-                for later in probe[i + 1:]:       # unreachable past the cut: keep as evidence
-                    os.replace(later.log_path, f"{later.log_path}.corrupt-{now_ms}")
-                    later.delete()
-                break
-        return segments
+    def _load(self, now_ms: int, recover: bool) -> None:
+        """Raises CheckpointError, OSError, KafkaApiError."""
+        path, config = self.path, self.config
+        start = checkpoints.read_log_start_offset(path)
+        self._epochs.load()
+        bases = recovery.segment_bases(path)
+        if not bases:
+            self.segments = [LogSegment.create(path, start or 0, now_ms=now_ms,
+                                               index_interval=config.index_interval_bytes)]
+        elif recover:
+            point = checkpoints.read_recovery_point(path)
+            self.segments = recovery.open_recovering(path, config, bases, now_ms, point)
+        else:
+            self.segments = recovery.open_clean(path, config, bases, now_ms)
+        active = self.segments[-1]
+        self.log_end_offset = self.high_watermark = active.next_offset
+        self._end_point = (active.next_offset, active.base_offset, active.size)
+        first = self.segments[0].base_offset
+        self.log_start_offset = min(max(start or first, first), self.log_end_offset)
+        self._epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epoch = self._epochs.latest_epoch or 0
+        self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
         self._producers.clear()
@@ -169,8 +166,9 @@ class PartitionLog:
         UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_COMPRESSION_TYPE (from
         ``validate_produce_records``), INVALID_PRODUCER_EPOCH,
         OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence), KAFKA_STORAGE_ERROR (write
-        failed; nothing was appended).  Never fsyncs.
+        failed; nothing was appended, or the partition is offline).  Never fsyncs.
         """
+        self.health.check_online()
         headers = records.validate_produce_records(records_data, self.config.max_message_bytes)
         duplicate, pending = self._producers.check(headers, self.log_end_offset, f"{self.path}: ")
         if duplicate is not None:
@@ -190,15 +188,31 @@ class PartitionLog:
             offset += header.last_offset_delta + 1
             count += header.record_count
             max_timestamp = max(max_timestamp, header.max_timestamp)
-        self._maybe_roll(len(buf), offset - 1, max_timestamp, now_ms).append(buf, headers)
+        segment = self._write(buf, headers, offset - 1, max_timestamp, now_ms)
         self._producers.commit(pending)
         base, self.log_end_offset = self.log_end_offset, offset
         self.high_watermark = offset
+        self._end_point = (offset, segment.base_offset, segment.size)
         with self._lock:
             self._unflushed_messages += count
             needs_flush = self._unflushed_messages >= self.config.flush_interval_messages
         return AppendResult(base, offset - 1, append_time, self.log_start_offset, False,
                             count, needs_flush)
+
+    def _write(self, buf: bytearray, headers, last_offset: int, max_timestamp: int,
+               now_ms: int) -> LogSegment:
+        """Roll if due and append; all-or-nothing.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+        try:
+            segment = self._maybe_roll(len(buf), last_offset, max_timestamp, now_ms)
+            segment.append(buf, headers)
+        except UndoFailed as exc:
+            self.health.take_offline(exc.message)
+            raise
+        except KafkaApiError as exc:
+            self.health.write_failed(exc.message, now_ms)
+            raise
+        self.health.write_succeeded()
+        return segment
 
     def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int,
                     now_ms: int) -> LogSegment:
@@ -219,10 +233,18 @@ class PartitionLog:
         return active
 
     def _roll(self, now_ms: int) -> LogSegment:
+        """Seal the active segment and start a new one.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)
+        (the log is unchanged but for a valid final time-index entry)."""
         old = self.segments[-1]
-        old.seal()
-        new = LogSegment.create(self.path, self.log_end_offset, now_ms=now_ms,
-                                index_interval=self.config.index_interval_bytes)
+        try:
+            old.seal()
+            new = LogSegment.create(self.path, self.log_end_offset, now_ms=now_ms,
+                                    index_interval=self.config.index_interval_bytes)
+        except OSError as exc:
+            LogSegment(self.path, self.log_end_offset, created_ms=now_ms).delete()
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"{self.path}: rolling a new segment at offset "
+                                f"{self.log_end_offset} failed: {exc}") from None
         with self._lock:
             self._unflushed_segments.append(old)
             self.segments = self.segments + [new]
@@ -244,18 +266,38 @@ class PartitionLog:
         Batches starting at or after ``max_offset`` (default: the high
         watermark) are left out.  b"" at the end.  Raises KafkaApiError:
         OFFSET_OUT_OF_RANGE outside [log_start_offset, log_end_offset],
-        CORRUPT_MESSAGE (with file and position) for a damaged header.
+        KAFKA_STORAGE_ERROR if the partition is offline or stored bytes are
+        found damaged (which takes it offline; the message names file and position).
         """
         return read_bytes(self.read_extents(offset, max_bytes, min_one_batch=min_one_batch,
                                             max_offset=max_offset))
 
     def read_extents(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
                      max_offset: int | None = None) -> list[tuple[LogSegment, int, int]]:
-        """(segment, position, size) runs of whole batches that ``read`` would return."""
+        """(segment, position, size) runs of whole batches that ``read`` would return.
+
+        The CRC of every batch returned is checked when its bytes were read
+        anyway while walking headers (batches up to 16 KiB).  Raises KafkaApiError
+        as ``read`` does.
+        """
+        self.health.check_online()
         self._check_offset(offset)
         limit = self.high_watermark if max_offset is None else max_offset
         if offset >= limit:
             return []
+        try:
+            return self._extents(offset, max_bytes, min_one_batch, limit)
+        except (CorruptSegment, OSError) as exc:
+            raise self._damaged(exc) from None
+
+    def _damaged(self, exc: Exception) -> KafkaApiError:
+        """Take the partition offline for damage found while reading; the error to raise."""
+        why = exc.message if isinstance(exc, KafkaApiError) else f"read failed: {exc}"
+        self.health.take_offline(f"corrupt or unreadable data: {why}")
+        return KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.path} is offline: {why}")
+
+    def _extents(self, offset: int, max_bytes: int, min_one_batch: bool,
+                 limit: int) -> list[tuple[LogSegment, int, int]]:
         segments = self.segments
         i = max(0, bisect_segments(segments, offset))
         header = segments[i].find_batch(offset)
@@ -268,7 +310,7 @@ class PartitionLog:
         extents, position = [], header.position
         for segment in segments[i:]:
             taken, stopped = 0, False
-            for h in segment.iter_headers(position):
+            for h in segment.iter_headers(position, verify=True):
                 if h.base_offset >= limit or taken + h.size > budget:
                     stopped = True
                     break
@@ -283,15 +325,28 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after log_start_offset with
-        timestamp >= ``timestamp_ms``, or None.  Raises KafkaApiError(CORRUPT_MESSAGE)."""
-        for segment in self.segments:
-            found = segment.find_timestamp(timestamp_ms, self.log_start_offset)
-            if found is not None:
-                return found
+        timestamp >= ``timestamp_ms``, or None.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+        self.health.check_online()
+        try:
+            for segment in self.segments:
+                found = segment.find_timestamp(timestamp_ms, self.log_start_offset)
+                if found is not None:
+                    return found
+        except (CorruptSegment, OSError) as exc:
+            raise self._damaged(exc) from None
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with the largest timestamp, or None."""
+        """(offset, timestamp) of the first record with the largest timestamp, or None.
+
+        Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+        self.health.check_online()
+        try:
+            return self._max_timestamp()
+        except (CorruptSegment, OSError) as exc:
+            raise self._damaged(exc) from None
+
+    def _max_timestamp(self) -> tuple[int, int] | None:
         live = [s for s in self.segments
                 if s.next_offset > self.log_start_offset and s.max_timestamp >= 0]
         best = None
@@ -306,41 +361,104 @@ class PartitionLog:
     # -- durability -------------------------------------------------------
 
     def flush(self, now_ms: int | None = None) -> None:
-        """fsync everything written so far; ``now_ms`` restarts the flush.ms clock.
+        """fsync everything written so far; ``now_ms`` restarts the flush.ms clock and, at
+        most every RECOVERY_POINT_INTERVAL_MS, writes the recovery-point checkpoint.
 
         Blocking: run it in a worker thread (it may overlap ``append``/``read``).
-        Raises OSError.
+        Raises KafkaApiError(KAFKA_STORAGE_ERROR) if an fsync fails, which
+        takes the partition offline (dirty pages may be lost: Kafka's rule).
         """
         with self._lock:
             if now_ms is not None:
                 self._last_flush_ms = now_ms
-            pending = self._unflushed_segments + [self.segments[-1]]
+            pending = self._unflushed_segments + self.segments[-1:]
             self._unflushed_segments = []
             self._unflushed_messages = 0
-        for segment in pending:
-            segment.flush()
+            point = self._end_point
+        try:
+            for segment in pending:
+                segment.flush()
+        except OSError as exc:
+            self.health.take_offline(f"fsync failed: {exc}")
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"{self.path}: fsync failed: {exc}") from None
+        with self._lock:
+            if self._flushed_point is None or point > self._flushed_point:
+                self._flushed_point = point
+        if now_ms is not None and now_ms - self._last_checkpoint_ms >= RECOVERY_POINT_INTERVAL_MS:
+            self.write_recovery_point(now_ms)
 
     def flush_due(self, now_ms: int) -> bool:
-        """True if flush.ms has elapsed since the last flush and something is unflushed.
+        """True if flush.ms has elapsed with something unflushed, a rolled segment awaits
+        its flush (Kafka flushes on roll), or the recovery point is due to be checkpointed.
 
         Non-blocking; pair with ``flush(now_ms)`` in a worker thread.
         """
-        return (now_ms - self._last_flush_ms >= self.config.flush_interval_ms
-                and (self._unflushed_messages > 0 or bool(self._unflushed_segments)))
-
-    def maybe_flush(self, now_ms: int) -> bool:
-        """``flush()`` if flush.ms has elapsed; returns whether it flushed.  Blocking."""
-        if not self.flush_due(now_ms):
+        if self.health.offline or not self.segments:
             return False
-        self.flush(now_ms)
-        return True
+        unflushed = self._unflushed_messages > 0 or bool(self._unflushed_segments)
+        return (bool(self._unflushed_segments)
+                or (unflushed and now_ms - self._last_flush_ms >= self.config.flush_interval_ms)
+                or (self._flushed_point != self._checkpointed_point
+                    and now_ms - self._last_checkpoint_ms >= RECOVERY_POINT_INTERVAL_MS))
 
-    def close(self) -> None:
-        """Clean shutdown: record final max timestamps, fsync and close every file."""
-        self.segments[-1].seal()
-        self.flush()
+    def write_recovery_point(self, now_ms: int) -> bool:
+        """Checkpoint what the last ``flush`` made durable; True if the checkpoint is current.
+
+        Blocking.  A failed write is logged at ERROR and only means a crash
+        recovery would check more; never raises.
+        """
+        with self._checkpoint_lock:
+            point = self._flushed_point
+            if point is None or point == self._checkpointed_point:
+                return point is not None
+            self._last_checkpoint_ms = now_ms
+            try:
+                checkpoints.write_recovery_point(self.path, point)
+            except OSError as exc:
+                logger.error("%s: could not write the recovery-point checkpoint (a crash "
+                             "recovery would check from an earlier point): %s", self.path, exc)
+                return False
+            self._checkpointed_point = point
+            return True
+
+    def close(self) -> bool:
+        """Clean shutdown: record final max timestamps, fsync, checkpoint the recovery
+        point and close every file.
+
+        Returns False (after logging at ERROR) if that could not all be done or
+        the partition is offline: its log dir must then be recovered at the
+        next start.  Never raises.
+        """
+        clean = not self.health.offline and bool(self.segments)
+        if clean:
+            try:
+                self.segments[-1].seal()
+                self.flush()
+                clean = self.write_recovery_point(self._last_checkpoint_ms)
+            except (OSError, KafkaApiError) as exc:
+                logger.error("%s: clean close failed: %s", self.path, exc)
+                clean = False
         for segment in self.segments:
             segment.close()
+        return clean
+
+    def scrub(self) -> bool:
+        """Check every batch of every closed segment (CRC included), once after start.
+
+        Blocking: run it in a worker thread (it reads with descriptors of its
+        own, so it may overlap ``append``/``read``/retention).  Damage takes
+        the partition offline with an ERROR naming file and position; returns
+        False then.
+        """
+        for segment in self.segments[:-1]:
+            if self.health.offline:
+                return False
+            damage = recovery.find_damage(segment)
+            if damage is not None:
+                self.health.take_offline(f"corrupt data at rest: {damage}")
+                return False
+        return not self.health.offline
 
     def delete(self) -> None:
         """Close the files and remove the partition directory."""
@@ -376,6 +494,7 @@ class PartitionLog:
             raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
                                 f"{self.path}: cannot delete records before {before_offset}, "
                                 f"high watermark is {self.high_watermark}")
+        self.health.check_online()
         if before_offset > self.log_start_offset:
             checkpoints.write_log_start_offset(self.path, before_offset)
             self.log_start_offset = before_offset
@@ -385,8 +504,11 @@ class PartitionLog:
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments past retention.ms (by largest timestamp) or beyond retention.bytes.
 
-        Returns the number of segments deleted; moves log_start_offset.
+        Returns the number of segments deleted; moves log_start_offset.  An
+        offline partition is left alone.
         """
+        if self.health.offline:
+            return 0
         deleted = 0
         if self.config.retention_ms >= 0:
             limit = self.config.retention_ms
@@ -434,36 +556,3 @@ class PartitionLog:
     def producer_ids(self) -> int:
         """Largest producer id seen in this log (-1 if none)."""
         return self._producers.max_producer_id
-
-
-class FileSlice(NamedTuple):
-    """``size`` bytes at ``position`` of the open file ``fd`` (a duplicate the reader owns)."""
-    fd: int
-    position: int
-    size: int
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def read_bytes(extents: list[tuple[LogSegment, int, int]]) -> bytes:
-    """The bytes of ``read_extents`` runs."""
-    return b"".join(segment.read(position, size) for segment, position, size in extents)
-
-
-def open_slices(extents: list[tuple[LogSegment, int, int]]) -> list[FileSlice]:
-    """File slices for ``read_extents`` runs, each with its own duplicated descriptor
-    (so retention may delete the segment while it is sent); close them after use."""
-    return [FileSlice(os.dup(segment.fileno()), position, size) for segment, position, size in extents]
-
-
-def bisect_segments(segments: list[LogSegment], offset: int) -> int:
-    """Index of the last segment whose base offset is <= ``offset`` (-1 if none)."""
-    lo, hi = 0, len(segments)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if segments[mid].base_offset <= offset:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1

@@ -12,12 +12,26 @@ and read with ``os.pread``; nothing here fsyncs except ``flush``.  A segment
 knows its size, the offset after its last batch (``next_offset``) and its
 largest timestamp; on a clean open these come from the index files and, for
 the active segment only, from the batch headers after the last index entry.
+
+Failures.  An append is all-or-nothing: if writing the ``.log`` or either
+index fails (ENOSPC, EIO), the files are cut back to their previous sizes and
+the in-memory state restored before KafkaApiError(KAFKA_STORAGE_ERROR) is
+raised, so the segment still describes its files and no offset is reused.  If
+the cut itself fails the segment no longer matches its files: ``UndoFailed``
+is raised and the partition must go offline.  Damage found in stored bytes
+(an inconsistent header, a CRC mismatch) is ``CorruptSegment``, also
+KAFKA_STORAGE_ERROR (never CORRUPT_MESSAGE, which blames the client's own
+record) and also a reason to take the partition offline.  Every position in
+a message is a position in the ``.log`` file.
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
+import re
 import threading
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -25,9 +39,39 @@ from kwire.codecs.records import BatchHeader
 
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
+logger = logging.getLogger(__name__)
+
 HEADER_CHUNK = 16 * 1024         # pread size when walking headers only
 RECOVERY_CHUNK = 4 * 1024 * 1024  # pread size when checking CRCs
 NO_TIMESTAMP = -1
+# Codec messages name positions inside the buffer they were given; ours name
+# the file position instead, so the buffer-relative ones are dropped.
+_BUFFER_POSITION = re.compile(r",? *(?:at )?position -?\d+")
+
+
+class CorruptSegment(KafkaApiError):
+    """Stored bytes fail a check (header, CRC, offset order); message names file and position."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
+
+
+class UndoFailed(KafkaApiError):
+    """A failed append could not be cut back off the files: the partition must go offline."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
+
+
+@dataclasses.dataclass(slots=True)
+class _State:
+    """What an append changes in memory, saved to restore it if the append fails."""
+    size: int
+    next_offset: int
+    max_timestamp: int
+    max_timestamp_offset: int
+    first_batch_timestamp: int | None
+    bytes_since_index: int
 
 
 def segment_name(base_offset: int) -> str:
@@ -52,6 +96,7 @@ class LogSegment:
         self.max_timestamp_offset = base_offset   # last offset of the batch that reached it
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = 0
+        self._index_counts: tuple[int, int] | None = None   # entries before this append's first
         self._fd: int | None = None
         self._lock = threading.Lock()             # flush (worker thread) vs. close/delete
 
@@ -77,13 +122,13 @@ class LogSegment:
 
         ``next_offset`` is known for a closed segment (the next segment's base);
         None for the active one, whose tail is found by walking the headers after
-        the last index entry.  Reads no record data.  Raises KafkaApiError
-        (CORRUPT_MESSAGE) if those headers are inconsistent.
+        the last index entry.  Reads no record data.  Raises CorruptSegment
+        (KAFKA_STORAGE_ERROR) if those headers are inconsistent, OSError.
         """
         segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval)
         segment.size = os.stat(segment.log_path).st_size
         if not (segment.offset_index.is_sane() and segment.time_index.is_sane()):
-            segment.rebuild_indexes()
+            segment.rebuild_indexes(why="index file missing or not a whole number of entries")
             return segment
         last_time = segment.time_index.last_entry_on_disk()
         if last_time is not None:
@@ -94,7 +139,8 @@ class LogSegment:
         else:
             last = segment.offset_index.last_entry_on_disk()
             if last is not None and last[1] >= segment.size:
-                segment.rebuild_indexes()
+                segment.rebuild_indexes(why=f"last index entry points at file position "
+                                            f"{last[1]}, past the end at {segment.size}")
                 return segment
             for header in segment.iter_headers(last[1] if last else 0):
                 segment._observe(header, index=False)
@@ -128,11 +174,16 @@ class LogSegment:
         """Bytes ``[position, position + size)`` of the log file (fewer at its end)."""
         return os.pread(self._file(), size, position)
 
-    def iter_headers(self, position: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+    def iter_headers(self, position: int = 0, end: int | None = None, *,
+                     verify: bool = False) -> Iterator[BatchHeader]:
         """Yield batch headers from ``position`` (a batch start) to ``end``, reading headers only.
 
-        Raises KafkaApiError(CORRUPT_MESSAGE) naming file and position if a
-        header is cut short or inconsistent.
+        With ``verify``, the CRC of every batch that lies wholly inside a chunk
+        read for its header is checked too (the bytes are in memory anyway;
+        larger batches are left to the scrub), when the caller asks for the
+        next header: a batch the caller stops at is not checked.  Raises CorruptSegment naming
+        the file position of a header that is cut short or inconsistent, or
+        of a CRC mismatch.
         """
         end = self.size if end is None else end
         fd = self._file()
@@ -145,18 +196,25 @@ class LogSegment:
                 except KafkaApiError as exc:
                     if len(chunk) - at < records.HEADER_SIZE and position + len(chunk) < end:
                         break                       # header straddles the chunk: read on
-                    raise self._corrupt(position + at, exc.message) from None
+                    raise self.corruption(position + at, exc.message) from None
+                whole = verify and at + header.size <= len(chunk)
+                local = dataclasses.replace(header) if whole else None
                 header.position = position + at
                 if header.position + header.size > end:
-                    raise self._corrupt(header.position, f"batch of {header.size} bytes "
+                    raise self.corruption(header.position, f"batch of {header.size} bytes "
                                         f"runs past the end at {end}")
                 yield header
+                # checked once the caller asks for more, i.e. took this batch
+                if local is not None and not records.crc_ok(chunk, local):
+                    raise self.corruption(position + at, f"CRC mismatch in batch at offset "
+                                        f"{header.base_offset} (stored {header.crc:#010x})")
                 at += header.size
             position += at
 
-    def _corrupt(self, position: int, why: str | None) -> KafkaApiError:
-        return KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
-                             f"{self.log_path} at position {position}: {why}")
+    def corruption(self, position: int, why: str | None) -> CorruptSegment:
+        """The error for damage at file ``position`` of this segment (``why``: the reason)."""
+        why = _BUFFER_POSITION.sub("", why or "bad batch").strip(" ,")
+        return CorruptSegment(f"{self.log_path} at file position {position}: {why}")
 
     def find_batch(self, offset: int) -> BatchHeader | None:
         """Header of the batch containing ``offset``, or None if it is past this segment."""
@@ -171,14 +229,14 @@ class LogSegment:
     def _lookup(self, index, key: int):
         try:
             return index.floor(key)
-        except IndexCorrupt:
-            self.rebuild_indexes()
+        except IndexCorrupt as exc:
+            self.rebuild_indexes(why=str(exc))
             return index.floor(key)
 
     def find_timestamp(self, target: int, min_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``min_offset`` with timestamp >= target.
 
-        Decodes only the batch that holds the answer.  Raises KafkaApiError(CORRUPT_MESSAGE).
+        Decodes only the batch that holds the answer.  Raises CorruptSegment, OSError.
         """
         if self.max_timestamp < target or min_offset >= self.next_offset:
             return None
@@ -198,7 +256,7 @@ class LogSegment:
     def max_timestamp_record(self, min_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``min_offset`` with the max timestamp.
 
-        Raises KafkaApiError(CORRUPT_MESSAGE).
+        Raises CorruptSegment, OSError.
         """
         if self.max_timestamp == NO_TIMESTAMP or min_offset >= self.next_offset:
             return None
@@ -221,7 +279,7 @@ class LogSegment:
             local = records.read_header(data, 0)
             return list(records.record_timestamps(data, local))
         except KafkaApiError as exc:
-            raise self._corrupt(header.position, exc.message) from None
+            raise self.corruption(header.position, exc.message) from None
 
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime if no record carries one (Kafka's rule)."""
@@ -234,43 +292,69 @@ class LogSegment:
     def append(self, buf, headers: list[BatchHeader]) -> None:
         """Write whole batches at the end; ``headers`` positions are relative to ``buf``.
 
-        Raises KafkaApiError(KAFKA_STORAGE_ERROR) if the write fails; the file
-        is cut back to its previous size first.
+        All-or-nothing.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) if a write
+        to the log or an index fails (files and memory are back as they were),
+        UndoFailed if they cannot be put back.
         """
-        start = self.size
+        saved = _State(self.size, self.next_offset, self.max_timestamp,
+                       self.max_timestamp_offset, self.first_batch_timestamp,
+                       self._bytes_since_index)
+        self._index_counts, rebuilt = None, False
+        try:
+            self._write(buf)
+            self.size = saved.size + len(buf)
+            for header in headers:
+                header.position += saved.size
+            try:
+                for header in headers:
+                    self._observe(header)
+            except IndexCorrupt as exc:
+                rebuilt = True
+                self.rebuild_indexes(why=str(exc))
+        except OSError as exc:
+            self._undo(saved, rebuilt, exc)
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"{self.log_path}: append at file position {saved.size} "
+                                f"failed and was undone: {exc}") from None
+
+    def _write(self, buf) -> None:
         fd = self._file()
         view = memoryview(buf)
-        try:
-            written = 0
-            while written < len(view):
-                written += os.write(fd, view[written:])
-        except OSError as exc:
-            self._truncate_quietly(start)
-            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                f"{self.log_path} at position {start}: {exc}") from None
-        self.size = start + len(view)
-        for header in headers:
-            header.position += start
-        try:
-            for header in headers:
-                self._observe(header)
-        except IndexCorrupt:
-            self.rebuild_indexes()
+        written = 0
+        while written < len(view):
+            written += os.write(fd, view[written:])
 
-    def _truncate_quietly(self, size: int) -> None:
+    def _undo(self, saved: _State, rebuilt: bool, cause: OSError) -> None:
+        """Cut the log and indexes back to ``saved``; raises UndoFailed if that fails."""
         try:
-            os.ftruncate(self._file(), size)
-        except OSError:
-            pass
+            os.ftruncate(self._file(), saved.size)
+            self.size = saved.size
+            if rebuilt:
+                self.rebuild_indexes(why="rebuilt during a failed append")
+            elif self._index_counts is not None:
+                self.offset_index.truncate_entries(self._index_counts[0])
+                self.time_index.truncate_entries(self._index_counts[1])
+        except (OSError, KafkaApiError) as exc:
+            raise UndoFailed(f"{self.log_path}: append at file position {saved.size} failed "
+                             f"({cause}) and could not be undone: {exc}") from None
+        self.next_offset, self.max_timestamp = saved.next_offset, saved.max_timestamp
+        self.max_timestamp_offset = saved.max_timestamp_offset
+        self.first_batch_timestamp = saved.first_batch_timestamp
+        self._bytes_since_index = saved.bytes_since_index
 
     def _observe(self, header: BatchHeader, *, index: bool = True) -> None:
-        """Account for a batch now in the file; add index entries Kafka's way."""
+        """Account for a batch now in the file; add index entries Kafka's way.
+
+        Raises IndexCorrupt, OSError (an index write failed; that index is unchanged).
+        """
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.max_timestamp_offset = header.last_offset
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = header.max_timestamp
         if index and self._bytes_since_index > self.index_interval:
+            if self._index_counts is None:
+                self._index_counts = (len(self.offset_index), len(self.time_index))
             self.offset_index.append(header.base_offset - self.base_offset, header.position)
             self._append_time_entry()
             self._bytes_since_index = 0
@@ -285,72 +369,32 @@ class LogSegment:
             self.time_index.append(self.max_timestamp, self.max_timestamp_offset - self.base_offset)
 
     def seal(self) -> None:
-        """Record the final max timestamp in the time index (on roll and on close)."""
+        """Record the final max timestamp in the time index (on roll and on close).
+
+        Raises OSError if the entry cannot be written (the index is unchanged).
+        """
         try:
             self._append_time_entry()
-        except IndexCorrupt:
-            self.rebuild_indexes()
+        except IndexCorrupt as exc:
+            self.rebuild_indexes(why=str(exc))
 
-    def rebuild_indexes(self) -> None:
+    def rebuild_indexes(self, *, why: str | None = None) -> None:
         """Regenerate both indexes from the batch headers (reads headers only).
 
-        Raises KafkaApiError(CORRUPT_MESSAGE) if a header is inconsistent.
+        ``why`` (an index found damaged) is logged as a WARNING.  Raises
+        CorruptSegment if a header is inconsistent, OSError.
         """
+        if why:
+            logger.warning("%s: rebuilding the indexes of this segment: %s", self.log_path, why)
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp, self.max_timestamp_offset = NO_TIMESTAMP, self.base_offset
         self.first_batch_timestamp, self.next_offset = None, self.base_offset
         self._bytes_since_index = 0
+        self._index_counts = None
         for header in self.iter_headers(0):
             self._observe(header)
         self.seal()
-
-    # -- recovery ---------------------------------------------------------
-
-    def recover(self, *, now_ms: int) -> int:
-        """Check every batch (CRC included), cut the file at the first bad byte, rebuild indexes.
-
-        The cut bytes are kept in ``<name>.log.corrupt-<now_ms>``.  Returns the
-        number of bytes cut.  Never raises for bad data; OSError for I/O failures.
-        """
-        self.size = os.fstat(self._file()).st_size
-        valid = self._valid_length()
-        cut = self.size - valid
-        if cut:
-            with open(f"{self.log_path}.corrupt-{now_ms}", "wb") as evidence:
-                evidence.write(self.read(valid, cut))
-            os.ftruncate(self._file(), valid)
-            self.size = valid
-        self.rebuild_indexes()
-        return cut
-
-    def _valid_length(self) -> int:
-        """Bytes from the start that hold whole, CRC-valid batches with ascending offsets."""
-        position, need, expected = 0, 0, self.base_offset
-        while position < self.size:
-            chunk = self.read(position, min(max(RECOVERY_CHUNK, need), self.size - position))
-            found, _ = records.scan_valid_prefix(chunk)
-            advance = 0
-            for header in found:
-                if header.base_offset < expected:
-                    return position + advance
-                expected = header.next_offset
-                advance += header.size
-            position += advance
-            claimed = records.batch_size_at(chunk, advance)
-            straddles = (claimed is None and position + len(chunk) - advance < self.size) or (
-                claimed is not None and records.HEADER_SIZE <= claimed
-                and claimed > len(chunk) - advance and position + claimed <= self.size)
-            if advance < len(chunk) and not straddles:
-                return position
-            need = claimed or 0
-        return position
-
-    def truncate_to(self, size: int) -> None:
-        """Drop bytes from ``size`` on (a batch boundary) and rebuild the indexes."""
-        os.ftruncate(self._file(), size)
-        self.size = size
-        self.rebuild_indexes()
 
     # -- lifecycle --------------------------------------------------------
 
@@ -378,3 +422,36 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+class FileSlice(NamedTuple):
+    """``size`` bytes at ``position`` of the open file ``fd`` (a duplicate the reader owns)."""
+    fd: int
+    position: int
+    size: int
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def read_bytes(extents: list[tuple[LogSegment, int, int]]) -> bytes:
+    """The bytes of ``read_extents`` runs."""
+    return b"".join(segment.read(position, size) for segment, position, size in extents)
+
+
+def open_slices(extents: list[tuple[LogSegment, int, int]]) -> list[FileSlice]:
+    """File slices for ``read_extents`` runs, each with its own duplicated descriptor
+    (so retention may delete the segment while it is sent); close them after use."""
+    return [FileSlice(os.dup(segment.fileno()), position, size) for segment, position, size in extents]
+
+
+def bisect_segments(segments: list[LogSegment], offset: int) -> int:
+    """Index of the last segment whose base offset is <= ``offset`` (-1 if none)."""
+    lo, hi = 0, len(segments)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if segments[mid].base_offset <= offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1

@@ -18,7 +18,17 @@ def partition_entries(ctx, topic) -> list[dict]:
     node = ctx.broker.node_id
     return [{"error_code": 0, "partition_index": i, "leader_id": node,
              "leader_epoch": plog.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
-             "offline_replicas": []} for i, plog in enumerate(topic.partitions)]
+             "offline_replicas": []} if not plog.offline else offline_entry(i, plog, node)
+            for i, plog in enumerate(topic.partitions)]
+
+
+def offline_entry(index: int, plog, node: int) -> dict:
+    """A partition whose storage failed (kwire.log.health): KAFKA_STORAGE_ERROR, its replica
+    listed offline.  The leader stays named so that produce and fetch reach this broker and
+    get KAFKA_STORAGE_ERROR instead of clients waiting silently for a leader."""
+    return {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "partition_index": index,
+            "leader_id": node, "leader_epoch": plog.leader_epoch, "replica_nodes": [node],
+            "isr_nodes": [node], "offline_replicas": [node]}
 
 
 def topic_entry(ctx, topic) -> dict:

@@ -34,6 +34,7 @@ def list_partition(ctx, topic_name: str, p) -> dict:
         entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return entry
     try:
+        plog.health.check_online()
         check_leader_epoch(plog, p.current_leader_epoch)
         offset, timestamp = lookup(plog, p.timestamp)
     except KafkaApiError as exc:

@@ -142,15 +142,16 @@ def test_corrupt_produce_data_changes_nothing(open_log):
     assert log.log_end_offset == 0 and log.size_bytes() == 0
 
 
-def test_needs_flush_and_maybe_flush(open_log):
+def test_needs_flush_and_flush_due(open_log):
     log = open_log(flush_interval_messages=5, flush_interval_ms=1_000)
     assert not log.append(build_batch([b"a"] * 3), now_ms=0).needs_flush
     assert log.append(build_batch([b"a"] * 3), now_ms=0).needs_flush
     log.flush()
     assert not log.append(build_batch([b"a"]), now_ms=10).needs_flush
-    assert not log.maybe_flush(500)
-    assert log.maybe_flush(1_000)
-    assert not log.maybe_flush(2_500)      # nothing unflushed
+    assert not log.flush_due(500)
+    assert log.flush_due(1_000)
+    log.flush(1_000)
+    assert not log.flush_due(2_500)      # nothing unflushed
 
 
 def test_clean_reopen_keeps_everything(open_log):

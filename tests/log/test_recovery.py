@@ -21,6 +21,11 @@ def write_batches(log, n, seed=0):
     return sizes
 
 
+def forget_recovery_point(log) -> None:
+    """Model data written after the last recovery-point checkpoint (a crash before any flush)."""
+    os.unlink(os.path.join(log.path, "recovery-point-checkpoint"))
+
+
 def boundaries(data: bytes) -> list[tuple[int, int]]:
     """(end position, next offset) after each batch of a segment file."""
     return [(h.position + h.size, h.next_offset) for h in records.iter_batches(data)]
@@ -101,6 +106,7 @@ def test_corrupt_middle_of_active_segment_truncates_there(open_log):
     ends = boundaries(data)
     path = log.segments[-1].log_path
     log.close()
+    forget_recovery_point(log)
     with open(path, "r+b") as f:
         f.seek(ends[4][0] + 30)          # inside batch 5
         f.write(b"\x00\xff")
@@ -116,6 +122,7 @@ def test_torn_tail_across_segments_drops_later_segments(open_log, tmp_path):
     segments = list(log.segments)
     full = log.read(0, 1 << 30)
     log.close()
+    forget_recovery_point(log)
     victim = segments[-2]                        # the last closed segment
     os.unlink(victim.offset_index.path)          # untrusted: recovery starts here
     with open(victim.log_path, "r+b") as f:
