@@ -250,6 +250,20 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("socket.request.max.bytes", T.INT, 104857600, "Maximum bytes in a request.", at_least(1)),
     ConfigKey("max.connections", T.INT, INT_MAX, "Maximum number of connections the broker accepts.",
               at_least(0)),
+    ConfigKey("connections.max.idle.ms", T.LONG, 600000,
+              "Close connections that have been idle (no request in progress) for longer than this; "
+              "-1 never closes them."),
+    # kwire: Kafka's default is -1 (unlimited); kwire bounds memory by default (2 x socket.request.max.bytes).
+    ConfigKey("queued.max.request.bytes", T.LONG, 209715200,
+              "Bytes of requests read but not yet handled, across all connections, before the broker stops "
+              "reading from sockets; a single request up to socket.request.max.bytes always proceeds. "
+              "-1 means unlimited."),
+    ConfigKey("fetch.max.wait.ms", T.INT, 30000,
+              "kwire-specific: the longest a Fetch is held waiting for fetch.min.bytes; a client's larger "
+              "max_wait_ms (its fetch.max.wait.ms) is capped to this.", at_least(0)),
+    ConfigKey("request.read.timeout.ms", T.LONG, 60000,
+              "kwire-specific: close a connection whose request has started to arrive but is not complete "
+              "after this long (slow or stalled senders); -1 waits for ever.", at_least(-1)),
     ConfigKey("group.initial.rebalance.delay.ms", T.INT, 3000,
               "Time the coordinator waits for more members before the first rebalance of a group."),
     ConfigKey("group.min.session.timeout.ms", T.INT, 6000, "Minimum allowed consumer session timeout."),

@@ -4,7 +4,9 @@ One ``ErrorCode`` enum carries Kafka's names and numbers (checked against
 kafka-python's table in tests).  ``KafkaApiError`` is raised by layers below
 the server when a whole request or a single partition fails with a code;
 ``CorruptFrame`` means the bytes on a connection cannot be trusted and the
-connection must be closed.
+connection must be closed; ``CloseConnection`` means the broker closes a
+healthy connection on purpose (the only answer Kafka gives a failed acks=0
+produce, or a peer that went away while its request was parked).
 """
 from __future__ import annotations
 
@@ -113,3 +115,15 @@ class KafkaApiError(Exception):
 
 class CorruptFrame(Exception):
     """The bytes of a frame cannot be decoded; the connection must be closed."""
+
+
+class CloseConnection(Exception):
+    """Close this connection on purpose; the bytes were fine.
+
+    Logged at INFO without a traceback, or at DEBUG when ``quiet`` (routine
+    events such as a client leaving during a long-poll fetch).
+    """
+
+    def __init__(self, message: str, *, quiet: bool = False):
+        super().__init__(message)
+        self.quiet = quiet

@@ -15,7 +15,8 @@ A response is ``int32 size, int32 correlation_id, [tagged fields if the
 response header is v1], body``.  ApiVersions responses always use header v0.
 
 ``FrameBuffer`` accumulates bytes and yields complete frames; the size
-limit is checked from the 4-byte prefix before any payload is buffered.
+limit is checked from the 4-byte prefix before any payload is buffered, and
+a frame's body is read into one buffer of the announced size (no copies).
 """
 from __future__ import annotations
 
@@ -36,45 +37,92 @@ class FrameTooLarge(CorruptFrame):
 class FrameBuffer:
     """Splits a byte stream into frames without ever buffering past ``max_size``.
 
-    ``feed(data)`` adds bytes; ``next_frame()`` returns one frame's payload
-    (without the size prefix) or ``None`` when more bytes are needed.
-    Raises ``FrameTooLarge`` as soon as a prefix announces an oversized frame.
+    Each frame goes through two phases.  Its 4-byte prefix is collected in a
+    small head buffer (which may also hold the start of later, pipelined
+    frames); once the prefix is known (``announced()``), the body lives in
+    one preallocated ``bytearray`` of exactly the announced size, so a large
+    frame is never grown, sliced or copied again.  A caller owning a socket
+    reads the body straight into ``body_view()`` (``recv_into``) and reports
+    ``filled(n)``; ``feed(data)`` copies bytes in for callers that have bytes.
+    ``next_frame()`` returns the body (a ``bytearray``, prefix excluded) or
+    ``None`` when more bytes are needed.
+
+    ``announced()`` and ``next_frame()`` raise ``FrameTooLarge`` as soon as a
+    prefix announces an oversized or negative frame, before any body byte is
+    allocated.
     """
 
     def __init__(self, max_size: int):
         self.max_size = max_size
-        self._buf = bytearray()
-        self._need: int | None = None
+        self._head = bytearray()
+        self._size: int | None = None       # announced size of the current frame
+        self._body: bytearray | None = None
+        self._filled = 0
 
-    def feed(self, data: bytes) -> None:
-        self._buf += data
+    def feed(self, data) -> None:
+        """Add received bytes (any buffer); copies them into the body when one is allocated."""
+        if self._body is not None:
+            take = min(len(data), len(self._body) - self._filled)
+            self._body[self._filled:self._filled + take] = memoryview(data)[:take]
+            self._filled += take
+            data = memoryview(data)[take:]
+        if len(data):
+            self._head += data
 
     def pending(self) -> int:
         """How many bytes are buffered but not yet returned as a frame."""
-        return len(self._buf)
+        prefix = SIZE.size if self._size is not None else 0
+        return prefix + len(self._head) + self._filled
 
-    def next_frame(self) -> bytes | None:
-        buf = self._buf
-        if self._need is None:
-            if len(buf) < 4:
+    def announced(self) -> int | None:
+        """The size of the current frame once its prefix has arrived, else None.
+
+        Raises ``FrameTooLarge`` for a negative size or one above ``max_size``.
+        """
+        if self._size is None:
+            if len(self._head) < SIZE.size:
                 return None
-            (size,) = SIZE.unpack_from(buf, 0)
+            (size,) = SIZE.unpack_from(self._head, 0)
             if size < 0 or size > self.max_size:
                 raise FrameTooLarge(f"frame of {size} bytes exceeds the {self.max_size} byte limit")
-            self._need = size
-        if len(buf) < 4 + self._need:
-            return None
-        end = 4 + self._need
-        frame = bytes(buf[4:end])
-        del buf[:end]
-        self._need = None
-        return frame
+            del self._head[:SIZE.size]
+            self._size = size
+        return self._size
 
-    def bytes_wanted(self) -> int:
-        """A good read size: the rest of the current frame, at least 64 KiB."""
-        if self._need is None:
-            return 65536
-        return max(65536, 4 + self._need - len(self._buf))
+    def body_view(self) -> memoryview:
+        """A writable view of the part of the current frame's body still to arrive.
+
+        Allocates the body on first use and moves already buffered bytes into
+        it.  Call only once ``announced()`` returned a size.
+        """
+        size = self._size
+        if size is None:
+            raise RuntimeError("body_view() before the frame size is known")
+        if self._body is None:
+            self._body = bytearray(size)
+            take = min(size, len(self._head))
+            self._body[:take] = memoryview(self._head)[:take]
+            del self._head[:take]
+            self._filled = take
+        return memoryview(self._body)[self._filled:]
+
+    def filled(self, n: int) -> None:
+        """``n`` bytes were written at the start of the last ``body_view()``."""
+        self._filled += n
+
+    def next_frame(self) -> bytearray | None:
+        size = self.announced()
+        if size is None:
+            return None
+        if self._body is None:
+            if len(self._head) < size:
+                return None
+            self.body_view()
+        if self._filled < size:
+            return None
+        frame = self._body
+        self._size, self._body, self._filled = None, None, 0
+        return frame
 
 
 @dataclasses.dataclass(slots=True)

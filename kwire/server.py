@@ -13,24 +13,32 @@ from __future__ import annotations
 import dataclasses
 import errno
 import functools
-import os
 import logging
+import math
+import os
 import socket
+from typing import Awaitable, Callable
 
 import trio
 
 from kwire.codecs import messages
-from kwire.codecs.errors import CorruptFrame, ErrorCode, KafkaApiError
+from kwire.codecs.errors import CloseConnection, CorruptFrame, ErrorCode, KafkaApiError
 from kwire.codecs.framing import SIZE, FrameBuffer, frame_response, parse_request_header
 from kwire.codecs.splice import encode_spliced, parts_size
 
 from . import handlers  # noqa: F401  (registers the handlers)
 from .broker import Broker, Endpoint
+from .budget import ByteBudget
+from .listener import serve_listeners
 from .registry import HANDLERS
 
 logger = logging.getLogger("kwire.server")
 
 API_VERSIONS = 18
+
+
+async def _never() -> None:
+    await trio.sleep_forever()
 
 
 @dataclasses.dataclass
@@ -41,6 +49,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # Returns when the client has closed its end while this request is handled (a long poll
+    # races it against its wait); never returns where that cannot be told.
+    wait_peer_closed: Callable[[], Awaitable[None]] = _never
 
 
 def _flexible(api_key: int, api_version: int) -> bool | None:
@@ -50,36 +61,152 @@ def _flexible(api_key: int, api_version: int) -> bool | None:
     return messages.request_is_flexible(api_key, api_version)
 
 
+def _seconds(ms: int) -> float:
+    """A timeout setting in seconds; a negative setting means no limit."""
+    return math.inf if ms < 0 else ms / 1000
+
+
+@dataclasses.dataclass
+class ConnectionLimits:
+    """Settings and shared state every connection of one listener obeys."""
+    max_frame_bytes: int
+    idle_s: float                 # connections.max.idle.ms
+    read_s: float                 # request.read.timeout.ms
+    budget: ByteBudget            # queued.max.request.bytes, shared by all connections
+
+    @classmethod
+    def from_config(cls, config) -> "ConnectionLimits":
+        return cls(config.socket_request_max_bytes, _seconds(config.value_of("connections.max.idle.ms")),
+                   _seconds(config.value_of("request.read.timeout.ms")),
+                   ByteBudget(config.value_of("queued.max.request.bytes")))
+
+
+# Requests whose decoded form keeps the record bytes: their budget is held until they are handled
+# (Kafka's "delayed allocation" APIs); every other request gives it back once decoded.
+HOLDS_RECORDS = frozenset({0})
+RECEIVE_HEAD_BYTES = 65536
+
+
 class Connection:
-    def __init__(self, broker: Broker, stream: trio.SocketStream):
+    """One client connection: read a frame, handle it, write the response, repeat.
+
+    Reading obeys ``ConnectionLimits``: an idle connection is closed after
+    ``idle_s``, a request that started to arrive must be complete within
+    ``read_s``, and a frame's body is read (straight into its own buffer)
+    only once its size has been taken from the shared byte budget.
+    """
+
+    def __init__(self, broker: Broker, stream, limits: ConnectionLimits | None = None):
         self.broker = broker
         self.stream = stream
-        self.frames = FrameBuffer(broker.config.socket_request_max_bytes)
+        self.limits = limits or ConnectionLimits.from_config(broker.config)
+        self.frames = FrameBuffer(self.limits.max_frame_bytes)
+        self.sock = getattr(stream, "socket", None)   # None for in-memory test streams
+        self.reserved: int | None = None              # budget bytes held by the current request
         try:
-            host, port = stream.socket.getpeername()[:2]
+            host, port = self.sock.getpeername()[:2]
             self.peer = f"{host}:{port}"
-        except OSError:
+        except (OSError, AttributeError):
             self.peer = "?"
 
-    async def read_frame(self) -> bytes | None:
+    async def _receive(self) -> int:
+        """Read once, into the frame body when its size is known; returns the byte count (0 = EOF)."""
+        frames = self.frames
+        if frames.announced() is None or self.sock is None:
+            if self.sock is not None:
+                data = await self.sock.recv(RECEIVE_HEAD_BYTES)
+            else:
+                data = await self.stream.receive_some(RECEIVE_HEAD_BYTES)
+            frames.feed(data)
+            return len(data)
+        n = await self.sock.recv_into(frames.body_view())
+        frames.filled(n)
+        return n
+
+    async def read_frame(self) -> bytearray | None:
+        """The next request frame; None when the client closed between requests.
+
+        The frame's size is held in the byte budget (``self.reserved``) until
+        ``release_budget``.  Raises CloseConnection (idle for longer than
+        connections.max.idle.ms, or a request not complete within
+        request.read.timeout.ms) and FrameTooLarge.
+        """
+        if not self.frames.pending():
+            with trio.move_on_after(self.limits.idle_s):
+                if not await self._receive():
+                    return None
+            if not self.frames.pending():
+                raise CloseConnection(f"idle for more than {self.limits.idle_s * 1000:.0f} ms "
+                                      "(connections.max.idle.ms)", quiet=True)
+        frame = None
+        try:
+            frame = await self._read_rest(trio.current_time() + self.limits.read_s)
+            return frame
+        finally:
+            if frame is None:
+                self.release_budget()
+
+    async def _read_rest(self, deadline: float) -> bytearray | None:
+        frames = self.frames
         while True:
-            frame = self.frames.next_frame()
+            size = frames.announced()
+            if size is not None and self.reserved is None:
+                waited = trio.current_time()
+                await self.limits.budget.acquire(size)
+                self.reserved = size
+                deadline += trio.current_time() - waited    # the broker's wait is not the client's fault
+            frame = frames.next_frame()
             if frame is not None:
                 return frame
-            data = await self.stream.receive_some(self.frames.bytes_wanted())
-            if not data:
-                if self.frames.pending():
-                    logger.info("%s: connection closed mid-frame (%d bytes pending)", self.peer,
-                                self.frames.pending())
+            with trio.move_on_at(deadline) as scope:
+                received = await self._receive()
+            if scope.cancelled_caught:
+                raise CloseConnection(f"request incomplete after {self.limits.read_s * 1000:.0f} ms "
+                                      f"(request.read.timeout.ms): {frames.pending()} bytes of "
+                                      f"{'?' if size is None else size + 4} received")
+            if not received:
+                logger.info("%s: connection closed mid-frame (%d bytes pending)", self.peer,
+                            frames.pending())
                 return None
-            self.frames.feed(data)
+
+    def release_budget(self) -> None:
+        """Give the current request's bytes back to the shared budget (idempotent)."""
+        if self.reserved is not None:
+            self.limits.budget.release(self.reserved)
+            self.reserved = None
+
+    async def wait_peer_closed(self) -> None:
+        """Return once the client has closed or reset its end; only peeks at the socket.
+
+        A request pipelined behind the current one stays in the socket for
+        ``read_frame``; when one is there the client is alive and this waits
+        for ever.  Cancel-safe.
+        """
+        if self.sock is None:
+            await trio.sleep_forever()
+        try:
+            data = await self.sock.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return
+        if data:
+            await trio.sleep_forever()
 
     async def serve(self) -> None:
         while True:
             frame = await self.read_frame()
             if frame is None:
                 return
-            parts = await self.handle_frame(frame)
+            decoded = self.decode_frame(frame)
+            del frame      # the decoded request no longer needs the frame's buffer
+            try:
+                if isinstance(decoded, list):
+                    parts = decoded
+                else:
+                    if decoded[0].api_key not in HOLDS_RECORDS:
+                        self.release_budget()
+                    parts = await self.handle_request(*decoded)
+            finally:
+                self.release_budget()
             if parts is not None:
                 await self.send_parts(parts)
 
@@ -97,7 +224,18 @@ class Connection:
                 if not isinstance(part, (bytes, bytearray)):
                     part.close()
 
-    async def handle_frame(self, frame: bytes) -> bytes | None:
+    async def handle_frame(self, frame) -> list | None:
+        """Decode and handle one frame; the response parts, or None when there is no response."""
+        decoded = self.decode_frame(frame)
+        if isinstance(decoded, list):
+            return decoded
+        return await self.handle_request(*decoded)
+
+    def decode_frame(self, frame):
+        """``(header, handler, request)``, or the response parts when the frame is answered at once.
+
+        Raises CorruptFrame for an unknown API, an unsupported version or undecodable bytes.
+        """
         header = parse_request_header(frame, flexible_for=_flexible)
         handler = HANDLERS.get(header.api_key)
         if handler is None:
@@ -110,8 +248,11 @@ class Connection:
             raise CorruptFrame(f"unsupported version {header.api_version} of "
                                f"{messages.api_name(header.api_key)}")
         request = messages.decode_request(header.api_key, header.api_version, frame, header.body_offset)
+        return header, handler, request
+
+    async def handle_request(self, header, handler, request) -> list | None:
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.peer)
+                             header.client_id, self.peer, self.wait_peer_closed)
         try:
             if header.api_version < handler.reject_below:
                 raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
@@ -119,7 +260,7 @@ class Connection:
             fields = await handler.func(ctx, request)
         except KafkaApiError as exc:
             fields = self.error_fields(header.api_key, header.api_version, request, exc.code, exc.message)
-        except (CorruptFrame, trio.Cancelled):
+        except (CorruptFrame, CloseConnection, trio.Cancelled):
             raise
         except Exception:
             logger.exception("%s: %s v%d failed", self.peer, messages.api_name(header.api_key),
@@ -128,6 +269,9 @@ class Connection:
                                        ErrorCode.UNKNOWN_SERVER_ERROR, None)
         if fields is None:
             return None
+        return self.encode_response(header, request, fields)
+
+    def encode_response(self, header, request, fields: dict) -> list:
         try:
             parts = encode_spliced(header.api_key, header.api_version, fields)
         except Exception:
@@ -177,7 +321,8 @@ async def sendfile_all(stream: trio.SocketStream, fd: int, position: int, size: 
         position += sent
 
 
-async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
+async def handle_connection(broker: Broker, stream: trio.SocketStream,
+                            limits: ConnectionLimits | None = None) -> None:
     """Serve one client; never lets an exception escape (it would kill the server)."""
     limit = broker.config.max_connections
     if broker.connections >= limit:
@@ -185,10 +330,12 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
         await stream.aclose()
         return
     broker.connections += 1
-    conn = Connection(broker, stream)
+    conn = Connection(broker, stream, limits)
     try:
         stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         await conn.serve()
+    except CloseConnection as exc:
+        logger.log(logging.DEBUG if exc.quiet else logging.INFO, "%s: closing connection: %s", conn.peer, exc)
     except CorruptFrame as exc:
         logger.info("%s: closing connection: %s", conn.peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -199,6 +346,7 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream) -> None:
     except Exception:
         logger.exception("%s: connection failed", conn.peer)
     finally:
+        conn.release_budget()
         broker.connections -= 1
         with trio.move_on_after(1) as scope:
             scope.shield = True
@@ -213,9 +361,11 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
     broker.open()
     try:
         async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(functools.partial(
-                trio.serve_tcp, functools.partial(handle_connection, broker), port, host=host or None,
-                handler_nursery=nursery))
+            limits = ConnectionLimits.from_config(broker.config)
+            listeners = await trio.open_tcp_listeners(port, host=host or None)
+            await nursery.start(functools.partial(
+                serve_listeners, functools.partial(handle_connection, broker, limits=limits), listeners,
+                handler_nursery=nursery, open_connections=lambda: broker.connections))
             bound_host, bound_port = listeners[0].socket.getsockname()[:2]
             if broker.advertised is None:
                 port = broker.config.advertised_port or bound_port

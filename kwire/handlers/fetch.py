@@ -1,5 +1,8 @@
 """Fetch (1): byte slices of the log, long-polled until min_bytes or max_wait_ms.
 
+A client's max_wait_ms is capped by the broker's ``fetch.max.wait.ms``, and a
+parked fetch ends early when its client closes the connection.
+
 No fetch sessions: kwire answers session id 0, which every client accepts as
 "full fetch requests only".  Without transactions the last stable offset is
 the high watermark and the aborted-transactions list is empty.
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 from kwire.log.partition import open_slices, read_bytes
 
 from ..registry import handles
@@ -100,17 +103,39 @@ def build_response(ctx, request) -> tuple[list[dict], int, bool]:
     return responses, total, errors
 
 
+async def park(ctx, partitions, deadline: float) -> None:
+    """Wait for an append to one of ``partitions`` or for ``deadline`` (trio clock).
+
+    Raises CloseConnection when the client closes its end meanwhile, so an
+    abandoned long poll releases its socket at once instead of at the
+    deadline.  Cancel-safe: nothing is held while parked.
+    """
+    gone = False
+    async with trio.open_nursery() as nursery:
+        async def watch_peer() -> None:
+            nonlocal gone
+            await ctx.wait_peer_closed()
+            gone = True
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_peer)
+        await ctx.broker.wait_appended(partitions, deadline)
+        nursery.cancel_scope.cancel()
+    if gone:
+        raise CloseConnection("the client left during a long-poll fetch", quiet=True)
+
+
 @handles(1, 4, 12)
 async def handle_fetch(ctx, request):
     if getattr(request, "session_id", 0) not in (0, None) and ctx.api_version >= 7:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                 "session_id": 0, "responses": []}
-    deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
+    deadline = trio.current_time() + max_wait_ms / 1000
     while True:
         responses, total, errors = build_response(ctx, request)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
-        await ctx.broker.wait_appended(
-            [(t.topic, p.partition) for t in request.topics for p in t.partitions], deadline)
+        await park(ctx, [(t.topic, p.partition) for t in request.topics for p in t.partitions], deadline)
     materialize(responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

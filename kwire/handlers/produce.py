@@ -4,7 +4,7 @@ from __future__ import annotations
 import trio
 
 from kwire.codecs import records as rec
-from kwire.codecs.errors import CorruptFrame, ErrorCode, KafkaApiError
+from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..clock import now_ms
 from ..registry import handles
@@ -77,7 +77,7 @@ async def handle_produce(ctx, request):
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:  # as Kafka does: the only way to tell an acks=0 producer something failed
-            raise CorruptFrame(f"acks=0 produce failed ({ErrorCode(failed[0]['error_code']).name}): "
+            raise CloseConnection(f"acks=0 produce failed ({ErrorCode(failed[0]['error_code']).name}): "
                                "closing the connection")
         return None
     return {"responses": responses, "throttle_time_ms": 0}
