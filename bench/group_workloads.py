@@ -454,6 +454,261 @@ class _MemberProc:
         self.err_reader.join(2)
 
 
+class _RateProducer:
+    """Writes ``rate`` records/s round-robin over the partitions on a thread
+    (value = sequence number + send time) until stopped or the deadline."""
+
+    def __init__(self, bootstrap, topic, rate, deadline, errs, log_path):
+        self.topic = topic
+        self.rate = rate
+        self.deadline = deadline
+        self.sent = 0
+        self.ok = 0
+        self.err = 0
+        self.first_err: str | None = None
+        self._stop = threading.Event()
+        conf = _base(bootstrap, errs, log_path)
+        conf.update({"acks": 1, "linger.ms": 0, "on_delivery": self._dr,
+                     "message.timeout.ms": 30_000})
+        self.producer = Producer(conf)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _dr(self, err, _m):
+        if err is None:
+            self.ok += 1
+        else:
+            self.err += 1
+            self.first_err = self.first_err or f"{err.name()}: {err.str()}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        producer, topic, rate = self.producer, self.topic, self.rate
+        t0 = time.monotonic()
+        seq = 0
+        while not self._stop.is_set() and time.monotonic() < self.deadline:
+            due = t0 + seq / rate
+            now = time.monotonic()
+            if due > now:
+                producer.poll(min(due - now, 0.05))
+                continue
+            try:
+                producer.produce(topic, SEQ.pack(seq, now),
+                                 partition=seq % PARTITIONS)
+            except BufferError:
+                producer.poll(0.05)
+                continue
+            self.sent = seq = seq + 1
+            producer.poll(0)
+        producer.flush(10)
+
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()
+        if wait:
+            self._thread.join(15)
+
+
+class _GroupEvents:
+    """The JSON events of every member process, in arrival order."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.items: list[dict] = []
+        self.lock = threading.Lock()
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.items)
+
+    def owners(self, evs: list[dict] | None = None):
+        """(member -> partitions it owns, time of the last ownership change)."""
+        own = {n: set() for n in self.names}
+        last_change = None
+        for e in self.snapshot() if evs is None else evs:
+            if e["ev"] == "assign":
+                own[e["m"]] = set(e["p"])  # eager: the full assignment
+                last_change = e["t"]
+            elif e["ev"] in ("revoke", "lost"):
+                own[e["m"]] -= set(e["p"])
+                last_change = e["t"]
+        return own, last_change
+
+    def ownership(self) -> dict:
+        return {k: sorted(v) for k, v in self.owners()[0].items()}
+
+
+def _start_members(n, bootstrap, topic, group, deadline, log_path,
+                   events: _GroupEvents) -> list[_MemberProc]:
+    procs = []
+    left = max(10.0, deadline - time.monotonic())
+    for i in range(n):
+        cmd = [sys.executable, str(HERE / "group_workloads.py"), "member",
+               "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+               "--name", f"m{i}", "--deadline-s", f"{left:.0f}"]
+        if log_path:
+            cmd += ["--log-path", log_path]
+        procs.append(_MemberProc(f"m{i}", cmd, events.items, events.lock))
+    return procs
+
+
+def _wait_stable(events: _GroupEvents, procs, deadline: float,
+                 settle_s: float, timeout_s: float) -> float:
+    """Until every member owns partitions, they cover the topic without
+    overlap, each partition delivered a record after the last assignment
+    change, and nothing changed for settle_s.  Returns that time; raises
+    WorkloadError."""
+    while time.monotonic() < deadline:
+        evs = events.snapshot()
+        own, last = events.owners(evs)
+        allp = [p for s in own.values() for p in s]
+        if (last is not None and all(own.values())
+                and sorted(allp) == list(range(PARTITIONS))):
+            seen = {r[0] for e in evs if e["ev"] == "recs"
+                    and e["t"] > last for r in e["r"]}
+            if len(seen) == PARTITIONS and \
+                    time.monotonic() - last >= settle_s:
+                return time.monotonic()
+        dead = [p.name for p in procs if p.proc.poll() is not None]
+        if dead:
+            raise WorkloadError(f"member(s) {dead} exited before the group "
+                                f"was stable: {[p.stderr_tail for p in procs]}")
+        time.sleep(0.05)
+    raise WorkloadError(f"group never became stable with {len(procs)} members"
+                        f" within {timeout_s:.0f}s; ownership "
+                        f"{events.ownership()}")
+
+
+def _kill(victim: _MemberProc) -> float:
+    """kill -9 the victim (our own child, by PID); returns when it was sent."""
+    t_kill = time.monotonic()
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.proc.wait(5)
+    return t_kill
+
+
+def _wait_resumed(events: _GroupEvents, victim: str, victim_parts,
+                  t_kill: float, deadline: float) -> dict[int, float]:
+    """partition -> when a survivor first consumed from it after the kill,
+    for every partition of the victim; raises WorkloadError."""
+    limit = min(deadline, t_kill + FAST_MEMBER["session.timeout.ms"] / 1000 + 60)
+    resumed: dict[int, float] = {}
+    while time.monotonic() < limit:
+        for e in events.snapshot():
+            if e["ev"] == "recs" and e["m"] != victim and e["t"] > t_kill:
+                for r in e["r"]:
+                    if r[0] in victim_parts and r[0] not in resumed:
+                        resumed[r[0]] = e["t"]
+        if len(resumed) == len(victim_parts):
+            return resumed
+        time.sleep(0.02)
+    since = [(e["m"], e["ev"], round(e["t"] - t_kill, 2), e.get("p"))
+             for e in events.snapshot() if e["t"] > t_kill and e["ev"] != "recs"]
+    raise WorkloadError(f"no survivor consumed partitions "
+                        f"{sorted(set(victim_parts) - set(resumed))} of the "
+                        f"killed member within {limit - t_kill:.0f}s of the "
+                        f"kill; ownership now {events.ownership()}, survivor"
+                        f" events since the kill: {since[:12]}")
+
+
+def _drain(events: _GroupEvents, sent: int, deadline: float) -> set[int]:
+    """Wait (15 s at most) until every produced sequence number was consumed
+    by someone; returns the ones that were."""
+    drain_end = min(deadline, time.monotonic() + 15)
+    seen_seq: set[int] = set()
+    while time.monotonic() < drain_end:
+        seen_seq = {r[2] for e in events.snapshot() if e["ev"] == "recs"
+                    for r in e["r"]}
+        if all(s in seen_seq for s in range(sent)):
+            break
+        time.sleep(0.1)
+    return seen_seq
+
+
+def _partition_stalls(evs: list[dict], t_kill: float) -> dict[int, float]:
+    """Per partition, the longest silence in [t_kill, end of measurement],
+    counting from the last record consumed before the kill."""
+    by_part: dict[int, list[float]] = {p: [] for p in range(PARTITIONS)}
+    for e in evs:
+        if e["ev"] == "recs":
+            for r in e["r"]:
+                by_part[r[0]].append(e["t"])
+    stalls = {}
+    for p, ts in by_part.items():
+        ts = sorted(ts)
+        before = [t for t in ts if t <= t_kill]
+        prev = before[-1] if before else t_kill
+        worst = 0.0
+        for t in (t for t in ts if t > t_kill):
+            worst = max(worst, t - prev)
+            prev = t
+        stalls[p] = round(worst, 3)
+    return stalls
+
+
+def _kill_metrics(evs, victim: str, victim_parts, t_kill, resumed,
+                  seen_seq, prod: _RateProducer, sent: int) -> dict:
+    surv_ev = [(e["m"], e["ev"], round(e["t"] - t_kill, 3), e["p"])
+               for e in evs if e["t"] > t_kill and e["m"] != victim
+               and e["ev"] in ("assign", "revoke", "lost")]
+    stalls = _partition_stalls(evs, t_kill)
+    victim_last = max((e["t"] for e in evs if e["m"] == victim
+                       and e["ev"] == "recs"), default=None)
+    total_recs = sum(len(e["r"]) for e in evs if e["ev"] == "recs")
+    return {
+        "gap_s": round(max(resumed.values()) - t_kill, 3),
+        "gap_first_partition_s": round(min(resumed.values()) - t_kill, 3),
+        "survivor_revoke_s": next((t for _, k, t, _ in surv_ev
+                                   if k in ("revoke", "lost")), None),
+        "survivor_assign_s": next((t for _, k, t, p in surv_ev
+                                   if k == "assign"), None),
+        "victim_last_record_before_kill_s": (
+            round(t_kill - victim_last, 3) if victim_last else None),
+        "max_stall_victim_partitions_s": max(stalls[p] for p in victim_parts),
+        "max_stall_survivor_partitions_s": max(
+            (stalls[p] for p in range(PARTITIONS) if p not in victim_parts),
+            default=None),
+        "survivor_events_after_kill": surv_ev,
+        "produced": sent,
+        "produce_errors": prod.err,
+        "records_consumed": total_recs,
+        "redelivered": total_recs - len(seen_seq),
+        "missing_after_drain": sum(1 for s in range(sent) if s not in seen_seq),
+    }
+
+
+def _kill_and_measure(events: _GroupEvents, procs, prod: _RateProducer,
+                      metrics: dict, notes: list, deadline: float,
+                      settle_s: float, after_s: float,
+                      timeout_s: float) -> None:
+    """Steps 1-4 of kill_rebalance; fills ``metrics``; raises WorkloadError."""
+    t_stable = _wait_stable(events, procs, deadline, settle_s, timeout_s)
+    evs = events.snapshot()
+    own, _ = events.owners(evs)
+    metrics["stable_after_s"] = round(t_stable - min(
+        e["t"] for e in evs if e["ev"] == "ready"), 3)
+    victim = procs[0]
+    victim_parts = sorted(own[victim.name])
+    metrics["victim_partitions"] = victim_parts
+    metrics["ownership_before"] = {k: sorted(v) for k, v in own.items()}
+
+    t_kill = _kill(victim)
+    resumed = _wait_resumed(events, victim.name, victim_parts, t_kill, deadline)
+    time.sleep(after_s)
+    prod.stop()
+
+    sent = prod.sent
+    seen_seq = _drain(events, sent, deadline)
+    metrics.update(_kill_metrics(events.snapshot(), victim.name, victim_parts,
+                                 t_kill, resumed, seen_seq, prod, sent))
+    missing = [s for s in range(sent) if s not in seen_seq]
+    if missing:
+        notes.append(f"{len(missing)} produced records were never "
+                     f"consumed (first: {missing[:5]})")
+    if prod.err:
+        notes.append(f"{prod.err} produce errors (first: {prod.first_err})")
+
+
 def kill_rebalance(bootstrap: str, topic: str, group: str, members: int,
                    rate: int, timeout_s: float, settle_s: float = 2.0,
                    after_s: float = 1.0, log_path: str | None = None) -> dict:
@@ -468,222 +723,27 @@ def kill_rebalance(bootstrap: str, topic: str, group: str, members: int,
         create_topic(bootstrap, topic, PARTITIONS, errs, log_path)
     except WorkloadError as e:
         return _result(False, str(e))
-    events: list[dict] = []
-    lock = threading.Lock()
     notes: list[str] = []
     metrics: dict = {"members": members, "rate_per_s": rate,
                      "session_timeout_ms": FAST_MEMBER["session.timeout.ms"],
                      "heartbeat_interval_ms":
                          FAST_MEMBER["heartbeat.interval.ms"]}
-
-    # -- producer thread ---------------------------------------------------
-    prod_state = {"sent": 0, "ok": 0, "err": 0, "first_err": None}
-    prod_stop = threading.Event()
-
-    def dr(err, _m):
-        if err is None:
-            prod_state["ok"] += 1
-        else:
-            prod_state["err"] += 1
-            prod_state["first_err"] = (prod_state["first_err"]
-                                       or f"{err.name()}: {err.str()}")
-
-    pconf = _base(bootstrap, errs, log_path)
-    pconf.update({"acks": 1, "linger.ms": 0, "on_delivery": dr,
-                  "message.timeout.ms": 30_000})
-    producer = Producer(pconf)
-
-    def produce_loop():
-        t0 = time.monotonic()
-        seq = 0
-        while not prod_stop.is_set() and time.monotonic() < deadline:
-            due = t0 + seq / rate
-            now = time.monotonic()
-            if due > now:
-                producer.poll(min(due - now, 0.05))
-                continue
-            try:
-                producer.produce(topic, SEQ.pack(seq, now),
-                                 partition=seq % PARTITIONS)
-            except BufferError:
-                producer.poll(0.05)
-                continue
-            prod_state["sent"] = seq = seq + 1
-            producer.poll(0)
-        producer.flush(10)
-
-    pth = threading.Thread(target=produce_loop, daemon=True)
-    pth.start()
-
-    # -- members -----------------------------------------------------------
-    procs: list[_MemberProc] = []
-    left = max(10.0, deadline - time.monotonic())
-    for i in range(members):
-        cmd = [sys.executable, str(HERE / "group_workloads.py"), "member",
-               "--bootstrap", bootstrap, "--topic", topic, "--group", group,
-               "--name", f"m{i}", "--deadline-s", f"{left:.0f}"]
-        if log_path:
-            cmd += ["--log-path", log_path]
-        procs.append(_MemberProc(f"m{i}", cmd, events, lock))
-
-    def snapshot():
-        with lock:
-            return list(events)
-
-    def owners(evs):
-        own = {p.name: set() for p in procs}
-        last_change = None
-        for e in evs:
-            if e["ev"] == "assign":
-                own[e["m"]] = set(e["p"])  # eager: the full assignment
-                last_change = e["t"]
-            elif e["ev"] in ("revoke", "lost"):
-                own[e["m"]] -= set(e["p"])
-                last_change = e["t"]
-        return own, last_change
-
-    def fail(msg):
-        return _result(False, msg + f". {errs.summary()}", metrics, notes)
-
+    prod = _RateProducer(bootstrap, topic, rate, deadline, errs, log_path)
+    prod.start()
+    events = _GroupEvents([f"m{i}" for i in range(members)])
+    procs = _start_members(members, bootstrap, topic, group, deadline,
+                           log_path, events)
     try:
-        # 1. wait until stable: every member owns partitions, they cover the
-        # topic without overlap, each partition delivered a record after the
-        # last assignment change, and nothing changed for settle_s.
-        t_stable = None
-        while time.monotonic() < deadline:
-            evs = snapshot()
-            own, last = owners(evs)
-            allp = [p for s in own.values() for p in s]
-            if (last is not None and all(own.values())
-                    and sorted(allp) == list(range(PARTITIONS))):
-                seen = {r[0] for e in evs if e["ev"] == "recs"
-                        and e["t"] > last for r in e["r"]}
-                if len(seen) == PARTITIONS and \
-                        time.monotonic() - last >= settle_s:
-                    t_stable = time.monotonic()
-                    break
-            dead = [p.name for p in procs if p.proc.poll() is not None]
-            if dead:
-                return fail(f"member(s) {dead} exited before the group was "
-                            f"stable: {[p.stderr_tail for p in procs]}")
-            time.sleep(0.05)
-        if t_stable is None:
-            own, _ = owners(snapshot())
-            return fail(f"group never became stable with {members} members "
-                        f"within {timeout_s:.0f}s; ownership "
-                        f"{ {k: sorted(v) for k, v in own.items()} }")
-        evs = snapshot()
-        own, _ = owners(evs)
-        metrics["stable_after_s"] = round(t_stable - min(
-            e["t"] for e in evs if e["ev"] == "ready"), 3)
-        victim = procs[0]
-        victim_parts = sorted(own[victim.name])
-        metrics["victim_partitions"] = victim_parts
-        metrics["ownership_before"] = {k: sorted(v) for k, v in own.items()}
-
-        # 2. kill -9 the victim (our own child, by PID)
-        t_kill = time.monotonic()
-        os.kill(victim.pid, signal.SIGKILL)
-        victim.proc.wait(5)
-
-        # 3. wait until a survivor consumed from every victim partition
-        limit = t_kill + FAST_MEMBER["session.timeout.ms"] / 1000 + 60
-        resumed: dict[int, float] = {}
-        while time.monotonic() < min(deadline, limit):
-            for e in snapshot():
-                if e["ev"] == "recs" and e["m"] != victim.name \
-                        and e["t"] > t_kill:
-                    for r in e["r"]:
-                        if r[0] in victim_parts and r[0] not in resumed:
-                            resumed[r[0]] = e["t"]
-            if len(resumed) == len(victim_parts):
-                break
-            time.sleep(0.02)
-        if len(resumed) < len(victim_parts):
-            own, _ = owners(snapshot())
-            return fail(f"no survivor consumed partitions "
-                        f"{sorted(set(victim_parts) - set(resumed))} of the "
-                        f"killed member within "
-                        f"{min(deadline, limit) - t_kill:.0f}s of the kill; "
-                        f"ownership now "
-                        f"{ {k: sorted(v) for k, v in own.items()} }, survivor"
-                        f" events since the kill: "
-                        f"{[(e['m'], e['ev'], round(e['t'] - t_kill, 2), e.get('p')) for e in snapshot() if e['t'] > t_kill and e['ev'] != 'recs'][:12]}")
-        time.sleep(after_s)
-        prod_stop.set()
-        pth.join(15)
-
-        # 4. drain: everything produced should be consumed by someone
-        sent = prod_state["sent"]
-        drain_end = min(deadline, time.monotonic() + 15)
-        seen_seq: set[int] = set()
-        while time.monotonic() < drain_end:
-            seen_seq = {r[2] for e in snapshot() if e["ev"] == "recs"
-                        for r in e["r"]}
-            if all(s in seen_seq for s in range(sent)):
-                break
-            time.sleep(0.1)
-        evs = snapshot()
-        surv_ev = [(e["m"], e["ev"], round(e["t"] - t_kill, 3), e["p"])
-                   for e in evs if e["t"] > t_kill and e["m"] != victim.name
-                   and e["ev"] in ("assign", "revoke", "lost")]
-        # per-partition stall: longest silence on that partition in
-        # [t_kill, end of measurement] (counting from the last record
-        # consumed before the kill)
-        by_part: dict[int, list[float]] = {p: [] for p in range(PARTITIONS)}
-        for e in evs:
-            if e["ev"] == "recs":
-                for r in e["r"]:
-                    by_part[r[0]].append(e["t"])
-        stalls = {}
-        for p, ts in by_part.items():
-            ts = sorted(ts)
-            before = [t for t in ts if t <= t_kill]
-            after = [t for t in ts if t > t_kill]
-            prev = before[-1] if before else t_kill
-            worst = 0.0
-            for t in after:
-                worst = max(worst, t - prev)
-                prev = t
-            stalls[p] = round(worst, 3)
-        victim_last = max((e["t"] for e in evs if e["m"] == victim.name
-                           and e["ev"] == "recs"), default=None)
-        total_recs = sum(len(e["r"]) for e in evs if e["ev"] == "recs")
-        missing = [s for s in range(sent) if s not in seen_seq]
-        gap = max(resumed.values()) - t_kill
-        metrics.update({
-            "gap_s": round(gap, 3),
-            "gap_first_partition_s": round(min(resumed.values()) - t_kill, 3),
-            "survivor_revoke_s": next((t for _, k, t, _ in surv_ev
-                                       if k in ("revoke", "lost")), None),
-            "survivor_assign_s": next((t for _, k, t, p in surv_ev
-                                       if k == "assign"), None),
-            "victim_last_record_before_kill_s": (
-                round(t_kill - victim_last, 3) if victim_last else None),
-            "max_stall_victim_partitions_s": max(stalls[p]
-                                                 for p in victim_parts),
-            "max_stall_survivor_partitions_s": max(
-                (stalls[p] for p in range(PARTITIONS)
-                 if p not in victim_parts), default=None),
-            "survivor_events_after_kill": surv_ev,
-            "produced": sent,
-            "produce_errors": prod_state["err"],
-            "records_consumed": total_recs,
-            "redelivered": total_recs - len(seen_seq),
-            "missing_after_drain": len(missing),
-        })
-        if missing:
-            notes.append(f"{len(missing)} produced records were never "
-                         f"consumed (first: {missing[:5]})")
-        if prod_state["err"]:
-            notes.append(f"{prod_state['err']} produce errors (first: "
-                         f"{prod_state['first_err']})")
+        _kill_and_measure(events, procs, prod, metrics, notes, deadline,
+                          settle_s, after_s, timeout_s)
         return _result(True, None, metrics, notes)
+    except WorkloadError as e:
+        return _result(False, f"{e}. {errs.summary()}", metrics, notes)
     finally:
-        prod_stop.set()
+        prod.stop(wait=False)
         for p in procs:
             p.stop()
-        pth.join(15)
+        prod.stop()
 
 
 if __name__ == "__main__":
