@@ -764,7 +764,7 @@ def environment(args) -> dict:
     return env
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None):
     ap = argparse.ArgumentParser(
         description="Benchmark kwire against the Tansu reference broker.")
     ap.add_argument("--brokers", default="kwire,tansu",
@@ -801,8 +801,33 @@ def main(argv: list[str] | None = None) -> int:
     for w in selected:
         if w not in WORKLOADS:
             ap.error(f"unknown workload {w!r}; choose from 1,2,3,4")
-    selected = sorted(set(selected))
+    return args, brokers, sorted(set(selected))
 
+
+def write_report(doc: dict, brokers: list[str], run_dir: Path,
+                 json_path: str | None) -> None:
+    """Print the tables; write results.json, report.txt and --json."""
+    text = []
+    for b in brokers:
+        if b in doc["results"]:
+            text.append(per_broker_table(doc["results"][b]))
+    text.append("")
+    text.append(comparison_table(doc["results"], brokers))
+    report = "\n\n".join(text[:-2]) + "\n\n" + text[-1] if len(text) > 2 \
+        else "\n".join(text)
+    print(report)
+
+    out_json = run_dir / "results.json"
+    out_json.write_text(json.dumps(doc, indent=2, default=str))
+    (run_dir / "report.txt").write_text(report + "\n")
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(doc, indent=2, default=str))
+    log(f"results: {out_json}" + (f" and {json_path}" if json_path else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, brokers, selected = parse_args(argv)
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + \
         ("-quick" if args.quick else "")
     run_dir = Path(args.results_dir) / run_id
@@ -830,24 +855,7 @@ def main(argv: list[str] | None = None) -> int:
         log("interrupted; writing partial results")
     doc["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
     doc["ratios_kwire_over_tansu"] = ratios(doc["results"])
-
-    text = []
-    for b in brokers:
-        if b in doc["results"]:
-            text.append(per_broker_table(doc["results"][b]))
-    text.append("")
-    text.append(comparison_table(doc["results"], brokers))
-    report = "\n\n".join(text[:-2]) + "\n\n" + text[-1] if len(text) > 2 \
-        else "\n".join(text)
-    print(report)
-
-    out_json = run_dir / "results.json"
-    out_json.write_text(json.dumps(doc, indent=2, default=str))
-    (run_dir / "report.txt").write_text(report + "\n")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(doc, indent=2, default=str))
-    log(f"results: {out_json}" + (f" and {args.json}" if args.json else ""))
+    write_report(doc, brokers, run_dir, args.json)
     if interrupted:
         return 130
     return 0 if all(r["ok"] for r in doc["results"].values()) else 1
