@@ -256,6 +256,49 @@ class _ThreadMember:
         return _close(self.c)
 
 
+def _wait_settled(a: _ThreadMember, deadline: float, stable_s: float) -> bool:
+    """Until A owns every partition, has consumed, and no rebalance for stable_s."""
+    while time.monotonic() < deadline:
+        last_ev = a.events[-1][0] if a.events else None
+        if (len(a.owned) == PARTITIONS and a.records > 0 and last_ev
+                and time.monotonic() - last_ev >= stable_s):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _wait_split(a: _ThreadMember, b: _ThreadMember, t0: float,
+                deadline: float) -> float | None:
+    """When A (re-assigned since t0) and B own non-empty, disjoint shares
+    covering every partition; None at the deadline."""
+    while time.monotonic() < deadline:
+        ao, bo = set(a.owned), set(b.owned)
+        a_moved = any(t > t0 and k == "assign" for t, k, _ in a.events)
+        if (ao and bo and not ao & bo and len(ao | bo) == PARTITIONS
+                and a_moved):
+            return time.monotonic()
+        time.sleep(0.005)
+    return None
+
+
+def _join_metrics(a: _ThreadMember, b: _ThreadMember, t0: float,
+                  done: float) -> dict:
+    a_after = [(round(t - t0, 4), k, ps) for t, k, ps in a.events if t > t0]
+    b_ev = [(round(t - t0, 4), k, ps) for t, k, ps in b.events]
+    return {
+        "both_assigned_s": round(done - t0, 4),
+        "b_first_assign_s": next((t for t, k, ps in b_ev
+                                  if k == "assign" and ps), None),
+        "a_first_revoke_s": next((t for t, k, _ in a_after
+                                  if k == "revoke"), None),
+        "a_partitions": sorted(a.owned),
+        "b_partitions": sorted(b.owned),
+        "a_events_after_join": a_after,
+        "b_events": b_ev,
+        "b_assign_callbacks": sum(1 for _, k, _ in b_ev if k == "assign"),
+    }
+
+
 def second_member_join(bootstrap: str, topic: str, group: str,
                        strategy: str | None, timeout_s: float,
                        stable_s: float = 1.0,
@@ -275,13 +318,7 @@ def second_member_join(bootstrap: str, topic: str, group: str,
     metrics: dict = {"strategy": strategy or "default (range,roundrobin)"}
     try:
         a.start()
-        while time.monotonic() < deadline:
-            last_ev = a.events[-1][0] if a.events else None
-            if (len(a.owned) == PARTITIONS and a.records > 0 and last_ev
-                    and time.monotonic() - last_ev >= stable_s):
-                break
-            time.sleep(0.02)
-        else:
+        if not _wait_settled(a, deadline, stable_s):
             return _result(False, f"member A never settled: owns "
                                   f"{sorted(a.owned)}, {a.records} records, "
                                   f"events {a.events[-5:]}; "
@@ -290,15 +327,7 @@ def second_member_join(bootstrap: str, topic: str, group: str,
         b = _ThreadMember("B", mk("kwire-bench-B"), topic, deadline)
         t0 = time.monotonic()
         b.start()
-        done = None
-        while time.monotonic() < deadline:
-            ao, bo = set(a.owned), set(b.owned)
-            a_moved = any(t > t0 and k == "assign" for t, k, _ in a.events)
-            if (ao and bo and not ao & bo and len(ao | bo) == PARTITIONS
-                    and a_moved):
-                done = time.monotonic()
-                break
-            time.sleep(0.005)
+        done = _wait_split(a, b, t0, deadline)
         if done is None:
             return _result(False, f"no stable 2-member assignment within "
                                   f"{timeout_s:.0f}s: A owns {sorted(a.owned)}"
@@ -309,21 +338,7 @@ def second_member_join(bootstrap: str, topic: str, group: str,
         # let the callbacks that might still follow (cooperative round 2)
         # show up in the event lists
         time.sleep(0.3)
-        a_after = [(round(t - t0, 4), k, ps) for t, k, ps in a.events
-                   if t > t0]
-        b_ev = [(round(t - t0, 4), k, ps) for t, k, ps in b.events]
-        metrics.update({
-            "both_assigned_s": round(done - t0, 4),
-            "b_first_assign_s": next((t for t, k, ps in b_ev
-                                      if k == "assign" and ps), None),
-            "a_first_revoke_s": next((t for t, k, _ in a_after
-                                      if k == "revoke"), None),
-            "a_partitions": sorted(a.owned),
-            "b_partitions": sorted(b.owned),
-            "a_events_after_join": a_after,
-            "b_events": b_ev,
-            "b_assign_callbacks": sum(1 for _, k, _ in b_ev if k == "assign"),
-        })
+        metrics.update(_join_metrics(a, b, t0, done))
         return _result(True, None, metrics, notes)
     finally:
         for m in (b, a):
@@ -337,11 +352,7 @@ def second_member_join(bootstrap: str, topic: str, group: str,
 # W3: kill -9 one of three members
 
 
-def _member_main(argv: list[str]) -> int:
-    """A group member subprocess.  Prints JSON lines:
-    {"ev": "ready"|"assign"|"revoke"|"lost"|"recs"|"error"|"bye", "t": ...}
-    "recs" carries [[partition, offset, seq], ...] for one consume() batch.
-    Exits on a "stop" line or EOF on stdin, or at its deadline."""
+def _member_args(argv: list[str]):
     import argparse
 
     ap = argparse.ArgumentParser()
@@ -352,32 +363,32 @@ def _member_main(argv: list[str]) -> int:
     ap.add_argument("--deadline-s", type=float, required=True)
     ap.add_argument("--log-path")
     ap.add_argument("--strategy")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    out = sys.stdout
-    lock = threading.Lock()
 
-    def emit(obj):
+class _Emitter:
+    """One JSON line per event on stdout, whole lines even from callbacks."""
+
+    def __init__(self, out):
+        self.out = out
+        self.lock = threading.Lock()
+
+    def __call__(self, obj) -> None:
         line = json.dumps(obj, separators=(",", ":"))
-        with lock:
-            out.write(line + "\n")
-            out.flush()
+        with self.lock:
+            self.out.write(line + "\n")
+            self.out.flush()
 
-    errs = _ClientErrors()
-
-    def cb(kind):
+    def callback(self, kind):
         def f(_c, parts):
-            emit({"ev": kind, "t": time.monotonic(),
+            self({"ev": kind, "t": time.monotonic(),
                   "p": sorted(p.partition for p in parts)})
         return f
 
-    conf = _consumer_conf(a.bootstrap, a.group, errs, a.log_path, a.strategy,
-                          FAST_MEMBER, client_id=f"kwire-bench-{a.name}")
-    c = Consumer(conf)
-    c.subscribe([a.topic], on_assign=cb("assign"), on_revoke=cb("revoke"),
-                on_lost=cb("lost"))
-    emit({"ev": "ready", "t": time.monotonic(), "pid": os.getpid()})
-    end = time.monotonic() + a.deadline_s
+
+def _member_loop(c: Consumer, emit: _Emitter, errs: _ClientErrors,
+                 end: float) -> None:
+    """consume() and report batches until a "stop" line, EOF on stdin or ``end``."""
     stdin_fd = sys.stdin.fileno()
     reported = 0
     while time.monotonic() < end:
@@ -403,6 +414,24 @@ def _member_main(argv: list[str]) -> int:
             data = os.read(stdin_fd, 4096)
             if not data or b"stop" in data:
                 break
+
+
+def _member_main(argv: list[str]) -> int:
+    """A group member subprocess.  Prints JSON lines:
+    {"ev": "ready"|"assign"|"revoke"|"lost"|"recs"|"error"|"bye", "t": ...}
+    "recs" carries [[partition, offset, seq], ...] for one consume() batch.
+    Exits on a "stop" line or EOF on stdin, or at its deadline."""
+    a = _member_args(argv)
+    emit = _Emitter(sys.stdout)
+    errs = _ClientErrors()
+    conf = _consumer_conf(a.bootstrap, a.group, errs, a.log_path, a.strategy,
+                          FAST_MEMBER, client_id=f"kwire-bench-{a.name}")
+    c = Consumer(conf)
+    c.subscribe([a.topic], on_assign=emit.callback("assign"),
+                on_revoke=emit.callback("revoke"),
+                on_lost=emit.callback("lost"))
+    emit({"ev": "ready", "t": time.monotonic(), "pid": os.getpid()})
+    _member_loop(c, emit, errs, time.monotonic() + a.deadline_s)
     err = _close(c)
     emit({"ev": "bye", "t": time.monotonic(), "close_error": err})
     return 0
