@@ -266,7 +266,7 @@ def comparison_table(results: dict, order: list[str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None):
     ap = argparse.ArgumentParser(
         description="Consumer-group benchmark: kwire vs Tansu.")
     ap.add_argument("--brokers", default="kwire,tansu")
@@ -298,7 +298,29 @@ def main(argv: list[str] | None = None) -> int:
         if w not in WORKLOADS:
             ap.error(f"unknown workload {w!r}; choose from "
                      f"{','.join(WORKLOADS)}")
+    return args, brokers, selected
 
+
+def write_report(doc: dict, brokers: list[str], run_dir: Path,
+                 json_path: str | None) -> None:
+    """Print the tables; write results.json, report.txt and --json."""
+    parts = [per_broker_table(doc["results"][b]) for b in brokers
+             if b in doc["results"]]
+    parts.append(comparison_table(doc["results"], brokers))
+    report = "\n\n".join(parts)
+    print(report)
+    (run_dir / "results.json").write_text(json.dumps(doc, indent=2,
+                                                     default=str))
+    (run_dir / "report.txt").write_text(report + "\n")
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(doc, indent=2, default=str))
+    log(f"results: {run_dir / 'results.json'}"
+        + (f" and {json_path}" if json_path else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, brokers, selected = parse_args(argv)
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-groups"
     run_dir = Path(args.results_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -321,20 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         log("interrupted; writing partial results")
     doc["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
     doc["ratios_kwire_over_tansu"] = ratios(doc["results"])
-
-    parts = [per_broker_table(doc["results"][b]) for b in brokers
-             if b in doc["results"]]
-    parts.append(comparison_table(doc["results"], brokers))
-    report = "\n\n".join(parts)
-    print(report)
-    (run_dir / "results.json").write_text(json.dumps(doc, indent=2,
-                                                     default=str))
-    (run_dir / "report.txt").write_text(report + "\n")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(doc, indent=2, default=str))
-    log(f"results: {run_dir / 'results.json'}"
-        + (f" and {args.json}" if args.json else ""))
+    write_report(doc, brokers, run_dir, args.json)
     if interrupted:
         return 130
     return 0 if all(r["ok"] for r in doc["results"].values()) else 1
