@@ -102,6 +102,7 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_TOPIC_ID = 103
     TRANSACTIONAL_ID_NOT_FOUND = 105
     UNSUPPORTED_ASSIGNOR = 112
+    MISMATCHED_ENDPOINT_TYPE = 114
 
 
 class KafkaApiError(Exception):
