@@ -16,7 +16,6 @@ import re
 import types
 from typing import Any, Callable, Iterable, Mapping
 
-from kwire.log.config import LogConfig
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -581,21 +580,6 @@ class BrokerConfig:
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * _MINUTE_MS
 
-    def log_config(self) -> LogConfig:
-        """The broker-level defaults a topic without overrides runs with."""
-        return LogConfig(
-            segment_bytes=self.log_segment_bytes,
-            segment_ms=self.log_roll_ms,
-            retention_ms=self.log_retention_ms,
-            retention_bytes=self.log_retention_bytes,
-            flush_interval_messages=self.log_flush_interval_messages,
-            flush_interval_ms=self.log_flush_interval_ms,
-            index_interval_bytes=self.log_index_interval_bytes,
-            max_message_bytes=self.message_max_bytes,
-            message_timestamp_type=self.log_message_timestamp_type,
-            cleanup_policy=",".join(self.log_cleanup_policy),
-        )
-
     def value_of(self, name: str) -> Any:
         """The typed value of a known broker key (None for a null default); KeyError if unknown."""
         if name not in BROKER_KEYS:
@@ -605,23 +589,6 @@ class BrokerConfig:
     def is_set(self, name: str) -> bool:
         """Whether the user set ``name`` (in the file or an override)."""
         return name in self.originals
-
-    def render(self) -> str:
-        """Every known key and its value, one ``key = value`` per line, passwords hidden.
-
-        Meant for ``kwire serve`` to log at startup, like Kafka's ``KafkaConfig values:`` block.
-        """
-        lines = ["kwire broker config values:"]
-        for name in sorted(BROKER_KEYS):
-            key = BROKER_KEYS[name]
-            value = self.value_of(name)
-            text = "[hidden]" if key.sensitive and value is not None else format_value(key.type, value)
-            lines.append(f"\t{name} = {'null' if text is None else text}")
-        lines.append(f"\t(effective: node.id={self.node_id}, log.dirs={','.join(self.log_dirs)}, "
-                     f"log.retention.ms={self.log_retention_ms}, log.roll.ms={self.log_roll_ms}, "
-                     f"log.flush.interval.ms={self.log_flush_interval_ms}, "
-                     f"advertised={','.join(map(str, self.advertised_listeners))})")
-        return "\n".join(lines)
 
 
 def broker_config_from_properties(props: Mapping[str, str],

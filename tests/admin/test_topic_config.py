@@ -1,6 +1,8 @@
 """Topic config validation, the effective LogConfig, and IncrementalAlterConfigs semantics."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kwire.admin.broker_config import BROKER_KEYS, ConfigType, broker_config_from_text
@@ -110,7 +112,8 @@ def test_broker_synonyms_feed_topic_defaults_with_units():
 
 def test_effective_log_config_without_overrides_is_the_broker_log_config():
     b = broker_config_from_text("log.retention.minutes=3\nlog.segment.bytes=4096\nlog.cleanup.policy=compact")
-    assert effective_log_config(b, {}) == b.log_config()
+    assert effective_log_config(b, {}) == dataclasses.replace(
+        LogConfig(), retention_ms=180000, segment_bytes=4096, cleanup_policy="compact")
     assert effective_log_config(DEFAULTS, {}) == LogConfig()
 
 
