@@ -218,7 +218,16 @@ def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         max_message_bytes=get("max.message.bytes"),
         message_timestamp_type=get("message.timestamp.type"),
         cleanup_policy=",".join(get("cleanup.policy")),
+        # As Kafka's LogConfig: an unset (Long.MAX) before/after falls back to the deprecated
+        # message.timestamp.difference.max.ms.
+        message_timestamp_before_max_ms=_or_difference(get, "message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms=_or_difference(get, "message.timestamp.after.max.ms"),
     )
+
+
+def _or_difference(get, name: str) -> int:
+    value = get(name)
+    return get("message.timestamp.difference.max.ms") if value == 2**63 - 1 else value
 
 
 _OPS = frozenset(int(op) for op in AlterOp)

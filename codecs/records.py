@@ -33,10 +33,11 @@ import dataclasses
 import struct
 from typing import Iterator
 
-import cramjam
 import crc32c
 
+from . import compression, validation
 from .errors import ErrorCode, KafkaApiError
+from .validation import NO_RULES, RecordRules
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size
@@ -59,7 +60,9 @@ TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+ZSTD = 4
 INT32_MAX = 2**31 - 1
+LATEST_PRODUCE_VERSION = 11
 
 
 @dataclasses.dataclass(slots=True)
@@ -195,12 +198,16 @@ def batch_size_at(buf, position: int) -> int | None:
     return _I32.unpack_from(buf, position + 8)[0] + LOG_OVERHEAD
 
 
-def _validate_one(buf, position: int, max_message_bytes: int) -> BatchHeader:
+def _validate_one(buf, position: int, max_message_bytes: int, produce_version: int) -> BatchHeader:
+    """Header-level checks of one batch (Kafka's ProduceRequest.validateRecords and validateBatch)."""
     remaining = len(buf) - position
     if remaining > MAGIC_OFFSET and buf[MAGIC_OFFSET + position] in (0, 1):
-        raise KafkaApiError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                            f"message format v{buf[MAGIC_OFFSET + position]} at position "
-                            f"{position}; only v2 record batches are accepted")
+        # Kafka 3.x/4.x ProduceRequest.validateRecords: InvalidRecordException for any
+        # Produce v3+ (kwire's minimum), whatever the version; not UNSUPPORTED_FOR_MESSAGE_FORMAT.
+        raise KafkaApiError(ErrorCode.INVALID_RECORD,
+                            f"Produce requests with version {produce_version} are only allowed "
+                            f"to contain record batches with magic version 2 (magic "
+                            f"{buf[MAGIC_OFFSET + position]} at position {position})")
     size = batch_size_at(buf, position)
     if size is not None and size > max_message_bytes and size <= remaining:
         raise KafkaApiError(ErrorCode.MESSAGE_TOO_LARGE,
@@ -216,6 +223,10 @@ def _validate_one(buf, position: int, max_message_bytes: int) -> BatchHeader:
     if header.compression not in COMPRESSION_NAMES:
         raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                             f"compression codec {header.compression} at position {position}")
+    if header.compression == ZSTD and produce_version < 7:
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                            f"Produce requests with version {produce_version} are not allowed "
+                            "to use ZStandard compression (KIP-110: v7 or later)")
     if header.is_control:
         raise KafkaApiError(ErrorCode.INVALID_RECORD,
                             f"clients may not write control batches (position {position})")
@@ -226,22 +237,56 @@ def _validate_one(buf, position: int, max_message_bytes: int) -> BatchHeader:
     return header
 
 
-def validate_produce_records(records, max_message_bytes: int) -> list[BatchHeader]:
+def _validate_records(buf, header: BatchHeader, max_message_bytes: int, rules: RecordRules,
+                      now_ms: int) -> None:
+    """Record-level checks of one batch: decompress (bounded) and walk every record."""
+    start, end = header.position + HEADER_SIZE, header.position + header.size
+    if header.compression:
+        limit = compression.decompressed_limit(max_message_bytes)
+        buf = compression.decompress(header.compression, memoryview(buf)[start:end], limit)
+        start, end = 0, len(buf)
+    try:
+        errors = validation.walk_records(buf, start, end, header.record_count,
+                                         header.base_timestamp, rules, now_ms)
+    except KafkaApiError as exc:
+        raise KafkaApiError(exc.code, f"{exc.message} in batch at position {header.position}"
+                            ) from None
+    if header.timestamp_type and not errors:
+        # Kafka's validateTimestamp: only the broker may set LogAppendTime.
+        errors = [validation.RecordError(i, "Invalid timestamp type in message. Producer should "
+                                            "not set timestamp type to LogAppendTime.")
+                  for i in range(header.record_count)]
+        raise validation.RecordValidationError(ErrorCode.INVALID_TIMESTAMP,
+                                               "One or more records have been rejected due to "
+                                               "invalid timestamp", errors)
+    validation.raise_record_errors(errors)
+
+
+def validate_produce_records(records, max_message_bytes: int, *,
+                             produce_version: int = LATEST_PRODUCE_VERSION,
+                             rules: RecordRules = NO_RULES, now_ms: int = 0) -> list[BatchHeader]:
     """Check the records blob of one partition of a Produce request; return its headers.
 
-    Only headers and CRCs are looked at, never individual records.  Raises
-    KafkaApiError with UNSUPPORTED_FOR_MESSAGE_FORMAT (magic 0/1),
-    MESSAGE_TOO_LARGE, CORRUPT_MESSAGE (bad CRC, magic, length, trailing
-    bytes), INVALID_RECORD (empty blob, record count inconsistent with the
-    offset delta, control batch, producer id without a sequence) or
-    UNSUPPORTED_COMPRESSION_TYPE.
+    One pass: each batch's header and CRC, then its records (decompressed with
+    a bound derived from ``max_message_bytes``), as Kafka's LogValidator does;
+    ``rules`` adds the compacted-topic key rule and the timestamp window
+    (against ``now_ms``).  Raises KafkaApiError with MESSAGE_TOO_LARGE (batch
+    or its decompressed records too big), CORRUPT_MESSAGE (bad CRC, magic
+    above 2, length, trailing bytes, undecodable compressed payload),
+    INVALID_RECORD (magic 0/1, empty blob, record count inconsistent with the
+    offset delta or with the records present, malformed records, control
+    batch, producer id without a sequence), UNSUPPORTED_COMPRESSION_TYPE
+    (codec 5-7, zstd before Produce v7); RecordValidationError (a
+    KafkaApiError carrying ``record_errors``) with INVALID_RECORD or
+    INVALID_TIMESTAMP for rule violations of single records.
     """
     if not records:
         raise KafkaApiError(ErrorCode.INVALID_RECORD, "no record batch in produce data")
     headers: list[BatchHeader] = []
     position, end = 0, len(records)
     while position < end:
-        header = _validate_one(records, position, max_message_bytes)
+        header = _validate_one(records, position, max_message_bytes, produce_version)
+        _validate_records(records, header, max_message_bytes, rules, now_ms)
         headers.append(header)
         position += header.size
     return headers
@@ -281,31 +326,6 @@ def compression_of(buf, header: BatchHeader) -> str:
 
 # -- record timestamps: the one place records are decoded (ListOffsets by time) --
 
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    # The Java client frames snappy the xerial way: 16-byte header, then blocks
-    # each prefixed by an int32 length; other clients send one raw block.
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out, position = bytearray(), 16
-    while position < len(data):
-        (length,) = _I32.unpack_from(data, position)
-        position += 4
-        out += bytes(cramjam.snappy.decompress_raw(data[position:position + length]))
-        position += length
-    return bytes(out)
-
-
-_DECOMPRESS = {
-    1: lambda data: bytes(cramjam.gzip.decompress(data)),
-    2: _snappy_decompress,
-    3: lambda data: bytes(cramjam.lz4.decompress(data)),
-    4: lambda data: bytes(cramjam.zstd.decompress(data)),
-}
-
-
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:
     value = shift = 0
     while True:
@@ -328,7 +348,7 @@ def record_timestamps(buf, header: BatchHeader) -> Iterator[tuple[int, int]]:
     body = bytes(memoryview(buf)[start:header.position + header.size])
     try:
         if header.compression:
-            body = _DECOMPRESS[header.compression](body)
+            body = compression.decompress(header.compression, body, compression.DECOMPRESSED_CAP)
         position = 0
         for _ in range(header.record_count):
             length, position = _read_varint(body, position)
@@ -341,7 +361,7 @@ def record_timestamps(buf, header: BatchHeader) -> Iterator[tuple[int, int]]:
                 timestamp = header.base_timestamp + ts_delta
             yield header.base_offset + offset_delta, timestamp
             position = next_record
-    except (ValueError, IndexError, KeyError, struct.error, cramjam.DecompressionError) as exc:
+    except (ValueError, IndexError, KeyError, struct.error, KafkaApiError) as exc:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"undecodable records in batch at position {header.position}: {exc}"
                             ) from None

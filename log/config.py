@@ -16,3 +16,5 @@ class LogConfig:
     max_message_bytes: int = 1048588         # max.message.bytes / message.max.bytes
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     cleanup_policy: str = "delete"           # "delete", "compact" or "compact,delete"
+    message_timestamp_before_max_ms: int = 9223372036854775807  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 9223372036854775807   # message.timestamp.after.max.ms

@@ -159,17 +159,24 @@ class PartitionLog:
 
     # -- appending --------------------------------------------------------
 
-    def append(self, records_data: bytes, *, now_ms: int) -> AppendResult:
+    def append(self, records_data: bytes, *, now_ms: int,
+               produce_version: int = records.LATEST_PRODUCE_VERSION) -> AppendResult:
         """Validate, assign offsets and append the record batches of one Produce partition.
 
-        Raises KafkaApiError: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
-        UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_COMPRESSION_TYPE (from
-        ``validate_produce_records``), INVALID_PRODUCER_EPOCH,
+        Raises KafkaApiError: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
+        MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE (from
+        ``validate_produce_records``, whose RecordValidationError carries
+        ``record_errors``), INVALID_PRODUCER_EPOCH,
         OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence), KAFKA_STORAGE_ERROR (write
         failed; nothing was appended, or the partition is offline).  Never fsyncs.
         """
         self.health.check_online()
-        headers = records.validate_produce_records(records_data, self.config.max_message_bytes)
+        headers = records.validate_produce_records(
+            records_data, self.config.max_message_bytes, produce_version=produce_version,
+            rules=records.RecordRules.for_topic(
+                self.config.cleanup_policy, self.config.message_timestamp_type,
+                self.config.message_timestamp_before_max_ms,
+                self.config.message_timestamp_after_max_ms), now_ms=now_ms)
         duplicate, pending = self._producers.check(headers, self.log_end_offset, f"{self.path}: ")
         if duplicate is not None:
             return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,

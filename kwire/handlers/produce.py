@@ -3,28 +3,22 @@ from __future__ import annotations
 
 import trio
 
-from kwire.codecs import records as rec
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..clock import now_ms
 from ..registry import handles
 
-ZSTD = 4
 
-
-def partition_error(index: int, code: ErrorCode, message: str | None = None) -> dict:
+def partition_error(index: int, code: ErrorCode, message: str | None = None,
+                    record_errors: list | None = None) -> dict:
     return {"index": index, "error_code": int(code), "base_offset": -1, "log_append_time_ms": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+            "log_start_offset": -1, "record_errors": record_errors or [], "error_message": message}
 
 
-def check_compression(records: bytes, api_version: int) -> None:
-    """zstd needs Produce v7+ (KIP-110); raises KafkaApiError(UNSUPPORTED_COMPRESSION_TYPE)."""
-    if api_version >= 7:
-        return
-    for header in rec.iter_batches(records):
-        if header.compression == ZSTD:
-            raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                                "zstd compression needs Produce v7 or later")
+def _record_errors(exc: KafkaApiError) -> list:
+    """Produce v8+ record_errors of a RecordValidationError (empty for other failures)."""
+    return [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
+            for e in getattr(exc, "record_errors", ())]
 
 
 def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
@@ -37,10 +31,10 @@ def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
     if data.records is None:
         return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records")
     try:
-        check_compression(data.records, ctx.api_version)
-        result = plog.append(data.records, now_ms=now_ms())
+        # One validation pass over the batches, including zstd before v7 (KIP-110).
+        result = plog.append(data.records, now_ms=now_ms(), produce_version=ctx.api_version)
     except KafkaApiError as exc:
-        return partition_error(data.index, exc.code, exc.message)
+        return partition_error(data.index, exc.code, exc.message, _record_errors(exc))
     if result.needs_flush:
         flushes.append(plog)
     return {"index": data.index, "error_code": 0, "base_offset": result.base_offset,

@@ -144,25 +144,30 @@ def test_random_bytes_raise_only_kafka_api_error(data):
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=1, max_size=120), st.integers(0, 4))
-def test_garbage_bodies_with_valid_crc_raise_only_kafka_api_error(body, codec):
+def test_garbage_bodies_with_valid_crc_are_refused(body, codec):
     batch = bytearray(build([b"x"])[:R.HEADER_SIZE] + body)
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     struct.pack_into(">h", batch, 21, codec)
     batch = fix_crc(batch)
-    (h,) = R.validate_produce_records(batch, 1 << 20)
     try:
-        list(R.record_timestamps(batch, h))
+        (h,) = R.validate_produce_records(batch, 1 << 20)
     except KafkaApiError as exc:
-        assert exc.code == ErrorCode.CORRUPT_MESSAGE
+        assert exc.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD)
+        return
+    # Passed: then it is one well-formed record, and reading its timestamp works.
+    assert list(DefaultRecordBatch(batch)) and len(list(R.record_timestamps(batch, h))) == 1
 
 
-def test_legacy_magic_is_unsupported_for_message_format():
+@pytest.mark.parametrize("produce_version", [3, 6, 7, 11])
+def test_legacy_magic_is_invalid_record_on_every_produce_version(produce_version):
+    # Kafka's ProduceRequest.validateRecords: magic 2 only for Produce v3+, InvalidRecordException.
     for magic in (0, 1):
         batch = bytearray(build([b"a"]))
         batch[16] = magic
         with pytest.raises(KafkaApiError) as err:
-            R.validate_produce_records(bytes(batch), 1 << 20)
-        assert err.value.code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+            R.validate_produce_records(bytes(batch), 1 << 20, produce_version=produce_version)
+        assert err.value.code == ErrorCode.INVALID_RECORD
+        assert "only allowed to contain record batches with magic version 2" in err.value.message
 
 
 def test_message_too_large():
@@ -205,7 +210,8 @@ def test_set_log_append_time_keeps_a_valid_crc():
     batch = bytearray(build([b"a", b"b"], compression=1))
     (h,) = R.validate_produce_records(bytes(batch), 1 << 20)
     R.set_log_append_time(batch, h.position, h.size, 123_456)
-    (h2,) = R.validate_produce_records(bytes(batch), 1 << 20)
+    (h2,), valid = R.scan_valid_prefix(bytes(batch))
+    assert valid == len(batch)
     assert (h2.timestamp_type, h2.max_timestamp, h2.base_timestamp) == (1, 123_456, 1_000)
     theirs = DefaultRecordBatch(bytes(batch))
     assert theirs.validate_crc()
