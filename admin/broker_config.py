@@ -11,144 +11,17 @@ Only ``load_broker_config`` touches the file system; everything else is pure.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import re
 import types
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Mapping
 
-
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
-_RANGES = {"INT": (-2**31, INT_MAX), "SHORT": (-2**15, 2**15 - 1), "LONG": (-2**63, LONG_MAX)}
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key, the value and what is allowed."""
-
-
-class ConfigType(enum.IntEnum):
-    """Kafka's DescribeConfigs ``config_type`` numbers."""
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-Validator = Callable[[str, Any], None]
-
-
-def invalid(name: str, value: Any, reason: str) -> ConfigError:
-    """Kafka's wording: ``Invalid value V for configuration K: reason``."""
-    return ConfigError(f"Invalid value {value} for configuration {name}: {reason}")
-
-
-# -- validators (Kafka's ConfigDef.Range / ValidString / ValidList) -------------------------
-
-def at_least(minimum: int | float) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is not None and value < minimum:
-            raise invalid(name, value, f"Value must be at least {minimum}")
-    return check
-
-
-def between(low: int | float, high: int | float) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is not None and not low <= value <= high:
-            raise invalid(name, value, f"Value must be no less than {low} and no more than {high}")
-    return check
-
-
-def one_of(*allowed: str) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is not None and value not in allowed:
-            raise invalid(name, value, f"String must be one of: {', '.join(allowed)}")
-    return check
-
-
-def subset_of(*allowed: str) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is None:
-            return
-        if not value:
-            raise invalid(name, "", f"Empty list is not allowed; use a subset of [{', '.join(allowed)}]")
-        for item in value:
-            if item not in allowed:
-                raise invalid(name, ",".join(value),
-                              f"Invalid value {item}; the list must be a subset of [{', '.join(allowed)}]")
-    return check
-
-
-# -- types ---------------------------------------------------------------------------------
-
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_LIST_SEP = re.compile(r"\s*,\s*")
-
-
-def parse_value(name: str, config_type: ConfigType, raw: Any) -> Any:
-    """Convert a string to the key's type like Kafka's ``ConfigDef.parseType``.
-
-    Raises ConfigError naming the key when the text is not of that type.
-    """
-    if raw is None or not isinstance(raw, str):
-        return raw
-    text = raw.strip()
-    kind = config_type.name
-    if config_type is ConfigType.BOOLEAN:
-        if text.lower() in ("true", "false"):
-            return text.lower() == "true"
-        raise invalid(name, raw, "Expected value to be either true or false")
-    if kind in _RANGES:
-        low, high = _RANGES[kind]
-        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
-            raise invalid(name, raw, f"Not a number of type {kind} (between {low} and {high})")
-        return int(text)
-    if config_type is ConfigType.DOUBLE:
-        try:
-            return float(text)
-        except ValueError:
-            raise invalid(name, raw, "Not a number of type DOUBLE") from None
-    if config_type is ConfigType.LIST:
-        return tuple(_LIST_SEP.split(text)) if text else ()
-    return text
-
-
-def format_value(config_type: ConfigType, value: Any) -> str | None:
-    """Render a typed value the way Kafka prints it (``ConfigDef.convertToString``)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if config_type is ConfigType.LIST:
-        return ",".join(value)
-    if config_type is ConfigType.DOUBLE:
-        return repr(float(value))
-    return str(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class ConfigKey:
-    name: str
-    type: ConfigType
-    default: Any                       # already typed; None = Kafka's null default
-    doc: str
-    validator: Validator | None = None
-    ignored: str | None = None         # why kwire accepts this key but does nothing with it
-
-    @property
-    def sensitive(self) -> bool:
-        return self.type is ConfigType.PASSWORD
-
-    def parse(self, raw: Any) -> Any:
-        value = parse_value(self.name, self.type, raw)
-        if self.validator is not None:
-            self.validator(self.name, value)
-        return value
+# ConfigError, ConfigType, format_value and the parsers are re-exported: callers configure a
+# broker through this module alone.
+from .config_def import (  # noqa: F401
+    INT_MAX, LONG_MAX, ConfigError, ConfigKey, ConfigType, Validator, at_least, between, format_value,
+    invalid, one_of, parse_value, split_list, subset_of,
+)
+from .properties import parse_overrides, parse_properties  # noqa: F401
 
 
 T = ConfigType
@@ -315,106 +188,6 @@ _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
 
 
-# -- java.util.Properties text ---------------------------------------------------------------
-
-_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
-_WHITESPACE = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse ``server.properties`` text the way ``java.util.Properties.load`` does.
-
-    ``#``/``!`` comment lines, blank lines, ``key=value``, ``key: value`` and
-    ``key value``, backslash line continuations (leading whitespace of the next
-    line dropped), ``\\uXXXX`` and other escapes; a later duplicate key wins.
-    Values keep trailing whitespace (typed parsing trims it, as Kafka does).
-    Raises ConfigError on a malformed ``\\uXXXX`` escape.
-    """
-    props: dict[str, str] = {}
-    lines = _NATURAL_LINES.split(text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(_WHITESPACE)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line):
-            line = line[:-1]
-            if i < len(lines):
-                line += lines[i].lstrip(_WHITESPACE)
-                i += 1
-        key, value = _split_key_value(line)
-        props[_unescape(key, i)] = _unescape(value, i)
-    return props
-
-
-def _continues(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    escaped = False
-    end = len(line)
-    value_start = len(line)
-    has_separator = False
-    for pos, ch in enumerate(line):
-        if not escaped and ch in "=:":
-            end, value_start, has_separator = pos, pos + 1, True
-            break
-        if not escaped and ch in _WHITESPACE:
-            end, value_start = pos, pos + 1
-            break
-        escaped = (ch == "\\") and not escaped
-    while value_start < len(line):
-        ch = line[value_start]
-        if ch not in _WHITESPACE:
-            if has_separator or ch not in "=:":
-                break
-            has_separator = True
-        value_start += 1
-    return line[:end], line[value_start:]
-
-
-def _unescape(text: str, line_no: int) -> str:
-    if "\\" not in text:
-        return text
-    out = []
-    pos = 0
-    while pos < len(text):
-        ch = text[pos]
-        pos += 1
-        if ch != "\\" or pos == len(text):
-            out.append(ch if ch != "\\" else "")
-            continue
-        ch = text[pos]
-        pos += 1
-        if ch == "u":
-            digits = text[pos:pos + 4]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError(f"Malformed \\uXXXX escape in properties near line {line_no}: \\u{digits}")
-            out.append(chr(int(digits, 16)))
-            pos += 4
-        else:
-            out.append(_ESCAPES.get(ch, ch))
-    return "".join(out)
-
-
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """``["key=value", ...]`` (kafka-server-start's ``--override``) to a dict; later items win.
-
-    Raises ConfigError for an item without ``=``.
-    """
-    result: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--override needs key=value, got {item!r}")
-        result[key.strip()] = value
-    return result
-
-
 # -- listeners -------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -435,7 +208,7 @@ _LISTENER = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 def parse_listeners(key: str, text: str) -> tuple[Listener, ...]:
     """Parse a ``listeners``-style value; raises ConfigError naming ``key``."""
     result: list[Listener] = []
-    for uri in _LIST_SEP.split(text.strip()) if text.strip() else []:
+    for uri in split_list(text):
         m = _LISTENER.match(uri)
         if not m or not m.group(1):
             raise invalid(key, text, f"{uri!r} is not a listener of the form NAME://host:port")
@@ -451,7 +224,7 @@ def parse_listeners(key: str, text: str) -> tuple[Listener, ...]:
 
 def _security_protocol_map(text: str) -> dict[str, str]:
     mapping = {}
-    for entry in _LIST_SEP.split(text.strip()) if text.strip() else []:
+    for entry in split_list(text):
         name, sep, protocol = entry.partition(":")
         if not sep or not name or not protocol:
             raise invalid("listener.security.protocol.map", text, f"{entry!r} is not NAME:PROTOCOL")
