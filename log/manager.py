@@ -154,7 +154,8 @@ class LogManager:
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], *,
                      now_ms: int, internal: bool = False) -> Topic:
-        """Create a topic; raises KafkaApiError(TOPIC_ALREADY_EXISTS)."""
+        """Create a topic; raises KafkaApiError(TOPIC_ALREADY_EXISTS, or KAFKA_STORAGE_ERROR
+        if its files cannot be written: nothing is left behind then)."""
         if name in self.topics:
             raise KafkaApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         d = self._pick_dir()
@@ -166,7 +167,16 @@ class LogManager:
         parts = [PartitionLog.open(os.path.join(d, f"{name}-{i}"), config, now_ms=now_ms, recover=False)
                  for i in range(num_partitions)]
         topic = Topic(name, uuid.uuid4(), dict(configs), parts, d, internal)
-        self._save(topic)
+        try:
+            failed = [p.health.offline_reason for p in parts if p.offline]
+            if failed:
+                raise OSError(failed[0])
+            self._save(topic)
+        except OSError as exc:
+            for plog in parts:
+                plog.delete()
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"cannot create topic '{name}' in {d}: {exc}") from None
         self.topics[name] = topic
         self.topics_by_id[topic.topic_id] = topic
         return topic

@@ -394,7 +394,11 @@ class LogSegment:
         self._index_counts = None
         for header in self.iter_headers(0):
             self._observe(header)
-        self.seal()
+        try:
+            self.seal()
+        except OSError as exc:   # e.g. a full disk during recovery: the entry is an optimisation
+            logger.warning("%s: could not write the final time index entry: %s",
+                           self.log_path, exc)
 
     # -- lifecycle --------------------------------------------------------
 
