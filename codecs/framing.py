@@ -93,9 +93,10 @@ class FrameBuffer:
         """A writable view of the part of the current frame's body still to arrive.
 
         Allocates the body on first use and moves already buffered bytes into
-        it.  Call only once ``announced()`` returned a size.
+        it.  Raises RuntimeError before the prefix has arrived (``announced()``
+        is None) and FrameTooLarge as ``announced()`` does.
         """
-        size = self._size
+        size = self.announced()
         if size is None:
             raise RuntimeError("body_view() before the frame size is known")
         if self._body is None:

@@ -122,3 +122,41 @@ def test_error_codes_match_kafka_python():
             table[cls.errno] = cls
     for code in ErrorCode:
         assert code.value in table, code
+
+
+def test_body_read_in_place_into_one_buffer_of_the_announced_size():
+    a = encoded_request(MetadataRequest(topics=None), 4)
+    b = encoded_request(MetadataRequest(topics=None), 4, correlation_id=8)
+    frames = FrameBuffer(1 << 20)
+    frames.feed(a[:6])                       # prefix and two body bytes
+    assert frames.announced() == len(a) - 4
+    view = frames.body_view()
+    assert len(view) == len(a) - 6           # the buffered bytes moved into the body
+    rest = a[6:] + b[:5]                     # a socket read that runs into the next frame
+    n = len(a) - 6
+    view[:n] = rest[:n]                      # what recv_into(view) does: never past the frame
+    frames.filled(n)
+    frame = frames.next_frame()
+    assert frame == a[4:] and view.obj is frame      # handed on without a copy
+    frames.feed(rest[n:])
+    assert frames.next_frame() is None and frames.pending() == 5
+    frames.feed(b[5:])
+    assert frames.next_frame() == b[4:] and frames.pending() == 0
+
+
+def test_feed_after_the_body_is_allocated_fills_it_and_keeps_the_rest():
+    a = encoded_request(MetadataRequest(topics=None), 4)
+    frames = FrameBuffer(1 << 20)
+    frames.feed(a[:4])
+    frames.body_view()
+    frames.feed(a[4:] + a[:2])
+    assert frames.next_frame() == a[4:]
+    assert frames.pending() == 2
+
+
+def test_empty_frame_and_announced_limit():
+    frames = FrameBuffer(100)
+    frames.feed(struct.pack(">i", 0) + struct.pack(">i", 101))
+    assert frames.next_frame() == b""
+    with pytest.raises(FrameTooLarge):
+        frames.announced()

@@ -198,3 +198,59 @@ def test_idle_and_slowloris_connections_closed_while_clients_work(fresh_broker):
                              consumer_timeout_ms=3000)
     assert sorted(m.value for m in consumer) == sorted(f"m{i}".encode() for i in range(len(sent)))
     consumer.close()
+
+
+def rss(pid: int) -> dict:
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def big_produce_frame(topic: str, size: int, correlation_id: int) -> bytes:
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=size + 1024)
+    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=b"v" * size, headers=[])
+    part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(builder.build()))
+    req = ProduceRequest[7](transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[part])])
+    req.with_header(correlation_id=correlation_id, client_id="big")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def test_queued_max_request_bytes_bounds_memory_and_answers_everything(fresh_broker):
+    from kafka.protocol.producer import ProduceResponse
+    size, frames = 20_000_000, 8
+    b = fresh_broker(**{"queued.max.request.bytes": str(size), "message.max.bytes": str(size + 100_000)})
+    topic = f"big-{uuid.uuid4().hex[:6]}"
+    create_topic(b.bootstrap, topic)
+    payloads = [big_produce_frame(topic, size, i) for i in range(frames)]
+    idle = rss(b.proc.pid)["VmRSS"]
+    errors = [None] * frames
+
+    def send(i):
+        with connect(b.bootstrap, timeout=60) as s:
+            s.sendall(payloads[i])
+            resp = ProduceResponse[7].decode(recv_frame(s)[4:])
+            errors[i] = resp.responses[0].partition_responses[0].error_code
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(frames)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    peak = rss(b.proc.pid)["VmHWM"]
+    print(f"{frames} concurrent {size} byte frames with queued.max.request.bytes={size}: "
+          f"broker RSS {idle >> 20} MiB idle, {peak >> 20} MiB peak")
+    assert errors == [0] * frames
+    assert peak - idle < 3.5 * size, f"peak {peak >> 20} MiB, idle {idle >> 20} MiB"
+    consumer = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000, fetch_max_bytes=size * 2,
+                             max_partition_fetch_bytes=size * 2)
+    assert sum(len(m.value) == size for m in consumer) == frames
+    consumer.close()
