@@ -31,12 +31,14 @@ record size").  Rule violations of single records are collected as
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from .errors import ErrorCode, KafkaApiError
 
 MIN_RECORD_SIZE = 7          # one byte each: length, attributes, 3 deltas/lengths, value length, header count
 NO_TIMESTAMP = -1
+CHUNK = 64                   # records checked together when they share one layout ...
+BIG_CHUNK = 1024             # ... and first tried in runs of this many
 LONG_MAX = 2**63 - 1         # a timestamp bound left at its default: unchecked
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 
@@ -137,21 +139,68 @@ def walk_records(data, start: int, end: int, record_count: int, base_timestamp: 
     if record_count * MIN_RECORD_SIZE > end - start:
         raise _invalid(f"{record_count} records cannot fit in {end - start} bytes "
                        "(incorrect declared batch size)")
+    if isinstance(data, memoryview):
+        data = data.obj if isinstance(data.obj, bytes) and len(data) == len(data.obj) \
+            else data.tobytes()     # bytes index and slice faster than a memoryview
+    errors: list[RecordError] = []
+    position = start
     try:
-        return _walk(data, start, end, record_count, base_timestamp, rules, now_ms)
+        if not rules.checks_timestamps:
+            # Runs of records sharing one layout are checked with strided slices (C
+            # speed): BIG_CHUNK records at once, else CHUNK; other records one by one.
+            keys = rules.compacted
+            for first, last in _chunks(record_count):
+                after = _uniform_chunk(data, position, end, first, last, keys)
+                if after is None:
+                    after = _walk_small_chunks(data, position, end, first, last, record_count,
+                                               rules, errors)
+                position = after
+        else:
+            position = _walk(data, position, end, 0, record_count, record_count,
+                             base_timestamp, rules, now_ms, errors)
     except IndexError:
         raise _invalid("records run past the end of the batch") from None
+    if position != end:
+        raise _invalid(f"{end - position} bytes remain after {record_count} records "
+                       "(incorrect declared batch size)")
+    return errors
 
 
-def _walk(data, position: int, end: int, record_count: int, base_timestamp: int,
-          rules: RecordRules, now_ms: int) -> list[RecordError]:
+def _chunks(record_count: int) -> Iterator[tuple[int, int]]:
+    """(first, last) index ranges of at most BIG_CHUNK records, each inside one
+    offset-delta varint width (deltas 0-63: 1 byte, 64-8191: 2 bytes, ...)."""
+    first, width_end = 0, 64
+    while first < record_count:
+        while first >= width_end:
+            width_end <<= 7
+        last = min(record_count, first + BIG_CHUNK, width_end)
+        yield first, last
+        first = last
+
+
+def _walk_small_chunks(data, position: int, end: int, first: int, last: int,
+                       record_count: int, rules: RecordRules, errors: list) -> int:
+    """Records first .. last - 1 in chunks of CHUNK, then one by one (timestamps unchecked)."""
+    for sub in range(first, last, CHUNK):
+        sub_last = min(last, sub + CHUNK)
+        after = None
+        if last - first > CHUNK:
+            after = _uniform_chunk(data, position, end, sub, sub_last, rules.compacted)
+        if after is None:
+            after = _walk(data, position, end, sub, sub_last, record_count, 0, rules, 0, errors)
+        position = after
+    return position
+
+
+def _walk(data, position: int, end: int, first: int, last: int, record_count: int,
+          base_timestamp: int, rules: RecordRules, now_ms: int, errors: list) -> int:
+    """Check records ``first`` .. ``last - 1`` starting at ``position``; the position after them."""
     # The hot loop: single-byte varints (and two-byte lengths) are decoded inline, the
     # rest by _varint.  Reads may overshoot a record's end (never the buffer's: IndexError);
     # the position checks then fail.  Record errors are rare, the list stays empty.
-    errors: list[RecordError] = []
     zigzag, varint = _ZIGZAG, _varint
     keys, times = rules.compacted, rules.checks_timestamps
-    for index in range(record_count):
+    for index in range(first, last):
         byte = data[position]
         if byte < 0x80:
             length, position = zigzag[byte], position + 1
@@ -203,10 +252,98 @@ def _walk(data, position: int, end: int, record_count: int, base_timestamp: int,
             position = record_end
         else:
             position = _skip_headers(data, position, record_end)
-    if position != end:
-        raise _invalid(f"{end - position} bytes remain after {record_count} records "
-                       "(incorrect declared batch size)")
-    return errors
+    return position
+
+
+def _layout(data, position: int, end: int) -> tuple[int, int, int, int, int] | None:
+    """Field boundaries of a header-less record at ``position`` (relative to it), or None.
+
+    Returns (timestamp start, offset-delta start, key-length start, value-length
+    start, size): the length varint and attributes lie before the timestamp,
+    the key between key length and value length, the value and a zero
+    header count after the value length.
+    """
+    try:
+        length, ts_start = _varint(data, position, end)
+        offset_start = _varint(data, ts_start + 1, end)[1]
+        key_start = _varint(data, offset_start, end)[1]
+        key_length, after = _varint(data, key_start, end)
+        value_start = after + max(key_length, 0)
+        value_length, after = _varint(data, value_start, end)
+    except KafkaApiError:
+        return None
+    size = ts_start - position + length
+    if data[ts_start] or after + max(value_length, 0) + 1 != position + size or key_length < -1 or value_length < -1:
+        return None
+    return ts_start - position + 1, offset_start - position, key_start - position, \
+        value_start - position, size
+
+
+def _encode_deltas(first: int, last: int) -> list[bytes]:
+    encoded = []
+    for delta in range(first, last):
+        value, out = delta << 1, bytearray()
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+        encoded.append(out)
+    return [bytes(e[j] for e in encoded) for j in range(len(encoded[0]))]
+
+
+_DELTAS_1 = _encode_deltas(0, 64)         # the columns of deltas 0-63 (one byte) ...
+_DELTAS_2 = _encode_deltas(64, 8192)      # ... and 64-8191 (two bytes): 16 KiB
+
+
+def _offset_delta_columns(first: int, last: int) -> list[bytes]:
+    """Byte columns of the zigzag varints of offset deltas first .. last - 1 (one width)."""
+    if last <= 64:
+        return [column[first:last] for column in _DELTAS_1]
+    if last <= 8192:
+        return [column[first - 64:last - 64] for column in _DELTAS_2]
+    return _encode_deltas(first, last)       # batches of more than 8192 records
+
+
+def _uniform_chunk(data, position: int, end: int, first: int, last: int,
+                   keys: bool = False) -> int | None:
+    """If records first .. last - 1 all share the layout of the first, the position after
+    them; else None (nothing is concluded).  Each check is one strided slice.
+
+    The chunk lies inside one offset-delta width (see ``_chunks``), so equal
+    layouts mean equal lengths.  Key and value bytes are not read; header
+    counts must be 0, keys present if ``keys`` (a compacted topic).
+    """
+    layout = _layout(data, position, end)
+    if layout is None:
+        return None
+    ts_start, offset_start, key_start, value_start, size = layout
+    count, stop = last - first, position + (last - first) * size
+
+    def column(j: int) -> bytes:
+        return data[position + j:stop:size]
+
+    if stop > end:
+        return None
+    key_length, key_end = _varint(data, position + key_start, end)
+    if keys and key_length < 0:
+        return None
+    key_end -= position
+    value_end = _varint(data, position + value_start, end)[1] - position
+    for j in (*range(ts_start), *range(key_start, key_end), *range(value_start, value_end)):
+        if column(j) != bytes((data[position + j],)) * count:      # lengths and attributes
+            return None
+    if column(size - 1) != bytes(count):                             # header count 0
+        return None
+    if any(min(column(j)) < 0x80 for j in range(ts_start, offset_start - 1)):
+        return None                                                  # timestamp varint ...
+    if max(column(offset_start - 1)) >= 0x80:                        # ... of one width
+        return None
+    expected = _offset_delta_columns(first, last)
+    if len(expected) != key_start - offset_start:
+        return None
+    if any(column(offset_start + j) != col for j, col in enumerate(expected)):
+        return None
+    return stop
 
 
 def _check_timestamp(errors: list, index: int, timestamp: int, rules: RecordRules,

@@ -14,6 +14,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from kwire.codecs import compression as C
 from kwire.codecs import records as R
+from kwire.codecs import validation as V
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.validation import RecordRules, RecordValidationError
 
@@ -293,3 +294,67 @@ def test_mutated_records_pass_only_when_kafka_python_reads_them(records, data):
         assert exc.code == ErrorCode.INVALID_RECORD
         return
     assert [offset for offset, _, _ in _kafka_python_reads(batch)] == list(range(len(records)))
+
+
+# -- the strided fast path agrees with the record loop -----------------------------------
+
+_SLOW = {False: RecordRules(timestamp_before_max_ms=2**62, timestamp_after_max_ms=2**62),
+         True: RecordRules(compacted=True, timestamp_before_max_ms=2**62,
+                           timestamp_after_max_ms=2**62)}     # timestamps checked: the loop
+
+
+def _outcome(body, count, rules):
+    try:
+        return [tuple(e) for e in V.walk_records(body, 0, len(body), count, NOW, rules, 0)]
+    except KafkaApiError as exc:
+        return exc.code
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 1500), st.integers(0, 3), st.integers(-1, 20), st.integers(-1, 200),
+       st.integers(0, 200), st.booleans(), st.data())
+def test_strided_fast_path_agrees_with_the_record_loop(count, mutations, key_size, value_size,
+                                                       ts_step, compacted, data):
+    key = None if key_size < 0 else b"k" * key_size
+    value = None if value_size < 0 else b"v" * value_size
+    records = [(key, value, [], NOW + i * ts_step) for i in range(count)]
+    if data.draw(st.booleans()):                      # one odd record somewhere
+        odd = data.draw(st.integers(0, count - 1))
+        records[odd] = (b"odd-key", b"odd", [("h", b"x")], NOW)
+    body = bytearray(body_of(kp_batch(records)))
+    for _ in range(mutations):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.sampled_from([0, 1, 2, 0x80, 0xFF]))
+    fast_rules = RecordRules(compacted=True) if compacted else V.NO_RULES
+    assert _outcome(bytes(body), count, fast_rules) == _outcome(bytes(body), count, _SLOW[compacted])
+
+
+@pytest.mark.parametrize("ts_step, key, value", [(0, b"key", b"value"), (1, None, b"v" * 70),
+                                                  (40, b"", None)])
+def test_every_byte_of_chosen_records_changed_fast_path_agrees(ts_step, key, value):
+    count = 300
+    body = body_of(kp_batch([(key, value, [], NOW + i * ts_step) for i in range(count)]))
+    starts, position = [], 0
+    for _ in range(count):
+        starts.append(position)
+        position += V._layout(body, position, len(body))[4]
+    for k in (0, 63, 64, 128, 299):
+        record_end = starts[k + 1] if k + 1 < count else len(body)
+        for position in range(starts[k], record_end):
+            for byte in {0, 0x80, 0xFF, body[position] ^ 1, body[position] ^ 2}:
+                changed = bytearray(body)
+                changed[position] = byte
+                for compacted in (False, True):
+                    fast = RecordRules(compacted=True) if compacted else V.NO_RULES
+                    assert _outcome(bytes(changed), count, fast) == \
+                        _outcome(bytes(changed), count, _SLOW[compacted]), (k, position, byte)
+
+
+@pytest.mark.parametrize("count", [1, 2, 65])
+@pytest.mark.parametrize("attributes", [1, 0x80])
+def test_record_attributes_must_be_zero(count, attributes):
+    # Kafka leaves record attributes unused; kafka-python reads the byte as a varint,
+    # so a set high bit would stall it.
+    body = bytearray(body_of(simple(count)))
+    body[1] = attributes                          # record 0: length varint, then attributes
+    for rules in (V.NO_RULES, _SLOW[False]):
+        assert _outcome(bytes(body), count, rules) == ErrorCode.INVALID_RECORD
