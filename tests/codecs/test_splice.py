@@ -35,3 +35,57 @@ def test_spliced_equals_whole(version, sizes):
 
 def test_without_deferred_is_one_part():
     assert len(encode_spliced(1, 12, fetch_fields([b"abc"]))) == 1
+
+
+# --- structural splicing: no field value can be mistaken for a record set -------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OLD_MARKER = b"\xfe\xedKW"  # what the marker-searching encoder looked for
+
+
+def int64_containing(pattern: bytes):
+    """int64 values whose big-endian bytes hold ``pattern`` at some position."""
+    return st.integers(0, 8 - len(pattern)).flatmap(
+        lambda at: st.tuples(st.binary(min_size=at, max_size=at),
+                             st.binary(min_size=8 - len(pattern) - at, max_size=8 - len(pattern) - at))
+    ).map(lambda pre_post: int.from_bytes(pre_post[0] + pattern + pre_post[1], "big", signed=True))
+
+
+offsets = st.one_of(st.just(0xFEED4B57), st.integers(-1, (1 << 63) - 1), int64_containing(OLD_MARKER),
+                    int64_containing(OLD_MARKER + b"\x00\x00"))
+partitions = st.lists(st.tuples(offsets, offsets, st.integers(0, 300), st.booleans()), min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(version=st.integers(4, 12), partitions=partitions)
+def test_spliced_fetch_decodes_to_its_input(version, partitions):
+    payloads = [bytes([i % 251]) * size for i, (_, _, size, _) in enumerate(partitions)]
+    records = [Deferred(p) if deferred else p for p, (_, _, _, deferred) in zip(payloads, partitions)]
+    fields = fetch_fields(records)
+    for entry, (hwm, log_start, _, _) in zip(fields["responses"][0]["partitions"], partitions):
+        entry.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=log_start)
+    parts = encode_spliced(1, version, fields)
+
+    assert [p for p in parts if not isinstance(p, bytes)] == [r for r in records
+                                                             if isinstance(r, Deferred) and r.size]
+    assert all(isinstance(p, bytes) for p in parts[::2]) and not any(isinstance(p, bytes) for p in parts[1::2])
+    joined = b"".join(p if isinstance(p, bytes) else p.data for p in parts)
+    assert parts_size(parts) == len(joined)
+    decoded = FetchResponse.decode(joined, version=version).responses[0].partitions
+    has_log_start = version >= 5  # otherwise it decodes as its default, -1
+    assert [(p.high_watermark, p.last_stable_offset, p.log_start_offset, p.records) for p in decoded] == [
+        (hwm, hwm, log_start if has_log_start else -1, payload)
+        for (hwm, log_start, _, _), payload in zip(partitions, payloads)]
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_high_watermark_with_the_old_marker_bytes(version):
+    """0xFEED4B57 followed by a zero int32 spelt the old marker for record set 0."""
+    fields = fetch_fields([Deferred(b"x" * 100)])
+    fields["responses"][0]["partitions"][0].update(high_watermark=0xFEED4B57, last_stable_offset=7)
+    parts = encode_spliced(1, version, fields)
+    joined = b"".join(p if isinstance(p, bytes) else p.data for p in parts)
+    partition = FetchResponse.decode(joined, version=version).responses[0].partitions[0]
+    assert (partition.high_watermark, partition.last_stable_offset, partition.records) == (0xFEED4B57, 7, b"x" * 100)
