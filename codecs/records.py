@@ -1,4 +1,4 @@
-"""Kafka record batches, format v2 (magic 2): header checks without decoding records.
+"""Kafka record batches, format v2 (magic 2): headers, CRCs and Produce validation.
 
 Byte layout of one batch (big-endian; the header is 61 bytes)::
 
@@ -22,6 +22,10 @@ Byte layout of one batch (big-endian; the header is 61 bytes)::
 
 Each record (after decompression) starts with: length varint, attributes int8,
 timestampDelta varlong, offsetDelta varint, then key, value and headers.
+
+A Produce is validated in one pass (``validate_produce_records``): each
+header here, then its records in ``validation`` after bounded decompression
+in ``compression``.  Stored batches are read by header only.
 
 baseOffset and partitionLeaderEpoch lie before byte 21, so the broker stamps
 them without touching the CRC; switching a batch to LogAppendTime changes
