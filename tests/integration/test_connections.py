@@ -92,10 +92,10 @@ def round_trip(bootstrap: str, topic: str) -> None:
     producer.send(topic, b"still-serving").get(timeout=10)
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=5000)
-    values = [m.value for m in consumer]
+                             consumer_timeout_ms=10000)
+    found = any(m.value == b"still-serving" for m in consumer)   # stops at the first match
     consumer.close()
-    assert b"still-serving" in values
+    assert found
 
 
 def test_abandoned_long_poll_fetches_release_their_sockets(fresh_broker):
@@ -195,9 +195,14 @@ def test_idle_and_slowloris_connections_closed_while_clients_work(fresh_broker):
     answered, elapsed = outcome["parked"]     # parked for longer than the idle limit, capped at 2.5 s
     assert answered and 2.2 <= elapsed < 5, outcome
     consumer = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=3000)
-    assert sorted(m.value for m in consumer) == sorted(f"m{i}".encode() for i in range(len(sent)))
+                             consumer_timeout_ms=5000)
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == len(sent):
+            break
     consumer.close()
+    assert values == [f"m{i}".encode() for i in range(len(sent))]
 
 
 def rss(pid: int) -> dict:
@@ -252,5 +257,10 @@ def test_queued_max_request_bytes_bounds_memory_and_answers_everything(fresh_bro
     consumer = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
                              consumer_timeout_ms=5000, fetch_max_bytes=size * 2,
                              max_partition_fetch_bytes=size * 2)
-    assert sum(len(m.value) == size for m in consumer) == frames
+    got = 0
+    for message in consumer:
+        got += len(message.value) == size
+        if got == frames:
+            break
     consumer.close()
+    assert got == frames
