@@ -6,7 +6,13 @@ lets TCP push back on a fast producer.  Errors are mapped here, in one place:
 ``CorruptFrame`` closes that connection only; ``KafkaApiError`` escaping a
 handler becomes an error response when the API has a top-level error code,
 otherwise the connection is closed; anything else is logged and answered
-with UNKNOWN_SERVER_ERROR the same way.
+with UNKNOWN_SERVER_ERROR the same way; ``CloseConnection`` closes on purpose.
+
+Limits (``ConnectionLimits``): a connection with no request in progress is
+closed after ``connections.max.idle.ms``; a request whose first bytes arrived
+must be complete within ``request.read.timeout.ms``; a frame's body is read
+only after its announced size was taken from the ``queued.max.request.bytes``
+budget shared by all connections, straight into one buffer of that size.
 """
 from __future__ import annotations
 
