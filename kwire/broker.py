@@ -11,6 +11,7 @@ from kwire.admin.topic_config import effective_log_config
 from kwire.codecs.errors import KafkaApiError
 from kwire.log.manager import LogManager
 
+from .blocking import run_blocking
 from .clock import Clock, WallClock
 from .group_service import GroupService
 
@@ -85,7 +86,7 @@ class Broker:
         """Check every stored batch of closed segments once; damage takes only its partition
         offline.  Abandoned at shutdown (the scrub reads with descriptors of its own)."""
         for _topic, plog in list(self.logs.all_partitions()):
-            await trio.to_thread.run_sync(plog.scrub, abandon_on_cancel=True)
+            await run_blocking(plog.scrub, abandon_on_cancel=True)
 
     async def _housekeeping_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
@@ -96,7 +97,7 @@ class Broker:
             for _topic, plog in list(self.logs.all_partitions()):
                 if plog.flush_due(now):
                     try:
-                        await trio.to_thread.run_sync(plog.flush, now)
+                        await run_blocking(plog.flush, now)
                     except KafkaApiError:
                         pass   # logged, and the partition taken offline, by the log
             if trio.current_time() >= next_retention:

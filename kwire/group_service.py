@@ -24,6 +24,7 @@ from kwire.groups import (
     SyncRequest, SyncResult,
 )
 
+from .blocking import create_topic, run_blocking
 from .clock import Clock
 
 logger = logging.getLogger("kwire.groups")
@@ -97,6 +98,7 @@ class GroupService:
 
     async def _call(self, call):
         """Run one coordinator call at the current time, apply its outcome, return its result."""
+        await self.offsets_topic()  # first, so a call and the append of its records are one step
         outcome = call(self.clock.now_ms())
         await self.apply(outcome)
         return outcome.result
@@ -113,13 +115,13 @@ class GroupService:
             del self._waiting[ticket]
 
     # -- the internal topic ---------------------------------------------------
-    def offsets_topic(self):
+    async def offsets_topic(self):
         """The ``__consumer_offsets`` topic, created on first use (compacted, never time-deleted)."""
-        logs = self.logs
-        topic = logs.get(OFFSETS_TOPIC)
+        topic = self.logs.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = logs.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                                      {"cleanup.policy": "compact"}, now_ms=self.clock.now_ms(), internal=True)
+            topic = await create_topic(self.logs, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                       {"cleanup.policy": "compact"}, now_ms=self.clock.now_ms(),
+                                       internal=True, exist_ok=True)
         return topic
 
     def replay(self) -> int:
@@ -146,11 +148,13 @@ class GroupService:
             logger.info("replayed %d group record(s) from %s", count, OFFSETS_TOPIC)
         return count
 
-    def append_records(self, records: list[tuple[str, bytes, bytes | None]]) -> None:
-        """Append (group_id, key, value) records to the group's partition of the internal topic."""
+    def append_records(self, records: list[tuple[str, bytes, bytes | None]]) -> list:
+        """Append (group_id, key, value) records to the group's partition of the internal topic
+        (created by ``_call`` before any coordinator call); returns the logs to flush."""
         if not records:
-            return
-        topic = self.offsets_topic()
+            return []
+        topic = self.logs.get(OFFSETS_TOPIC)
+        flushes = []
         by_partition: dict[int, list] = {}
         for group_id, key, value in records:
             p = self.coordinator.partition_for(group_id, len(topic.partitions))
@@ -165,12 +169,14 @@ class GroupService:
             plog = topic.partitions[p]
             result = plog.append(bytes(builder.build()), now_ms=ts)
             if result.needs_flush:
-                plog.flush()
+                flushes.append(plog)
+        return flushes
 
     # -- outcomes and timers -------------------------------------------------------
     async def apply(self, outcome: Outcome) -> None:
         """Persist an outcome's records, then complete its parked requests and move the timer."""
-        self.append_records(outcome.records)
+        for plog in self.append_records(outcome.records):
+            await run_blocking(plog.flush)
         for ticket, result in outcome.completed:
             waiter = self._waiting.get(ticket)
             if waiter is not None:

@@ -155,10 +155,28 @@ class LogManager:
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], *,
                      now_ms: int, internal: bool = False) -> Topic:
         """Create a topic; raises KafkaApiError(TOPIC_ALREADY_EXISTS, or KAFKA_STORAGE_ERROR
-        if its files cannot be written: nothing is left behind then)."""
+        if its files cannot be written: nothing is left behind then).  The server runs the
+        three steps apart, ``write_topic`` in a worker thread (kwire.blocking)."""
+        d = self.pick_dir(name)
+        return self.publish_topic(self.write_topic(name, num_partitions, configs, d,
+                                                   now_ms=now_ms, internal=internal))
+
+    def pick_dir(self, name: str) -> str:
+        """The log dir for new topic ``name``; raises KafkaApiError(TOPIC_ALREADY_EXISTS).  No I/O."""
         if name in self.topics:
             raise KafkaApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        d = self._pick_dir()
+        return self._pick_dir()
+
+    def publish_topic(self, topic: Topic) -> Topic:
+        """Make a topic written by ``write_topic`` visible.  No I/O."""
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+        return topic
+
+    def write_topic(self, name: str, num_partitions: int, configs: dict[str, str], d: str, *,
+                    now_ms: int, internal: bool = False) -> Topic:
+        """Write a new topic's files in log dir ``d``; returns it unpublished.  Blocking, and
+        reads no shared state, so it may run in a worker thread.  Raises as ``create_topic``."""
         config = self.config_for(configs)
         for i in range(num_partitions):  # left over from a crash during an earlier create
             stale = os.path.join(d, f"{name}-{i}")
@@ -177,8 +195,6 @@ class LogManager:
                 plog.delete()
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
                                 f"cannot create topic '{name}' in {d}: {exc}") from None
-        self.topics[name] = topic
-        self.topics_by_id[topic.topic_id] = topic
         return topic
 
     def delete_topic(self, name: str) -> Topic:
@@ -193,19 +209,25 @@ class LogManager:
         return topic
 
     def add_partitions(self, name: str, total: int, *, now_ms: int) -> Topic:
-        """Grow a topic to ``total`` partitions; raises KafkaApiError(INVALID_PARTITIONS)."""
+        """Grow a topic to ``total`` partitions; raises KafkaApiError(INVALID_PARTITIONS).
+        The server runs ``write_partitions`` in a worker thread, then extends the list."""
         topic = self.topics[name]
+        topic.partitions.extend(self.write_partitions(topic, total, now_ms=now_ms))
+        return topic
+
+    def write_partitions(self, topic: Topic, total: int, *, now_ms: int) -> list[PartitionLog]:
+        """Open ``topic``'s partitions up to ``total`` and persist the new count; returns the new
+        logs, not yet in ``topic.partitions``.  Blocking; safe in a worker thread."""
         current = len(topic.partitions)
         if total <= current:
             raise KafkaApiError(ErrorCode.INVALID_PARTITIONS,
                                 f"Topic currently has {current} partitions, which is higher than "
                                 f"or equal to the requested {total}.")
         config = self.config_for(topic.configs)
-        for i in range(current, total):
-            topic.partitions.append(PartitionLog.open(
-                os.path.join(topic.log_dir, f"{name}-{i}"), config, now_ms=now_ms, recover=False))
-        self._save(topic)
-        return topic
+        new = [PartitionLog.open(os.path.join(topic.log_dir, f"{topic.name}-{i}"), config,
+                                 now_ms=now_ms, recover=False) for i in range(current, total)]
+        self._save(dataclasses.replace(topic, partitions=topic.partitions + new))
+        return new
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's overrides, persist them and apply them to its logs live."""

@@ -495,6 +495,16 @@ class PartitionLog:
         below it are deleted.  Raises KafkaApiError(OFFSET_OUT_OF_RANGE) above
         the high watermark or for negative offsets other than -1; OSError.
         """
+        target = self.delete_records_target(before_offset)
+        if target is not None:
+            self.write_log_start_offset(target)
+            self.advance_log_start(target)
+        return self.log_start_offset
+
+    # delete_records in three steps, so the server can run the middle one in a worker thread.
+    def delete_records_target(self, before_offset: int) -> int | None:
+        """The log start offset DeleteRecords moves to, or None if it would not move.  No I/O;
+        raises as ``delete_records``."""
         if before_offset == -1:
             before_offset = self.high_watermark
         if before_offset < 0 or before_offset > self.high_watermark:
@@ -502,11 +512,17 @@ class PartitionLog:
                                 f"{self.path}: cannot delete records before {before_offset}, "
                                 f"high watermark is {self.high_watermark}")
         self.health.check_online()
-        if before_offset > self.log_start_offset:
-            checkpoints.write_log_start_offset(self.path, before_offset)
-            self.log_start_offset = before_offset
+        return before_offset if before_offset > self.log_start_offset else None
+
+    def write_log_start_offset(self, offset: int) -> None:
+        """Checkpoint ``offset`` as the log start (fsyncs; safe in a worker thread).  Raises OSError."""
+        checkpoints.write_log_start_offset(self.path, offset)
+
+    def advance_log_start(self, offset: int) -> None:
+        """Move the log start to a checkpointed ``offset`` and delete the segments below it."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
             self._delete_oldest(lambda s: s.next_offset <= self.log_start_offset)
-        return self.log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments past retention.ms (by largest timestamp) or beyond retention.bytes.

@@ -34,7 +34,7 @@ def coordinator_entry(ctx, key: str, key_type: int) -> dict:
 
 @handles(10, 0, 4)
 async def handle_find_coordinator(ctx, request):
-    service(ctx).offsets_topic()
+    await service(ctx).offsets_topic()
     key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,

@@ -6,6 +6,7 @@ import logging
 from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
+from .. import blocking
 from ..clock import now_ms
 from ..registry import handles
 
@@ -42,7 +43,7 @@ def error_entry(name, code: ErrorCode, topic_id=None) -> dict:
             "partitions": [], "authorized_operations": NO_OPS}
 
 
-def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
+async def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
     logs = ctx.broker.logs
     topic = logs.get(name)
     if topic is not None:
@@ -53,7 +54,11 @@ def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
         return error_entry(name, exc.code)
     if not (allow_create and ctx.broker.config.auto_create_topics_enable):
         return error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    topic = logs.create_topic(name, ctx.broker.config.num_partitions, {}, now_ms=now_ms())
+    try:
+        topic = await blocking.create_topic(logs, name, ctx.broker.config.num_partitions, {},
+                                            now_ms=now_ms(), exist_ok=True)
+    except KafkaApiError as exc:
+        return error_entry(name, exc.code)
     logger.info("auto-created topic %s with %d partition(s)", name, len(topic.partitions))
     return topic_entry(ctx, topic)
 
@@ -72,7 +77,7 @@ async def handle_metadata(ctx, request):
                 topics.append(topic_entry(ctx, topic) if topic else
                               error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, req.topic_id))
             else:
-                topics.append(lookup_or_create(ctx, req.name, allow_create))
+                topics.append(await lookup_or_create(ctx, req.name, allow_create))
     ep = ctx.broker.advertised
     return {"throttle_time_ms": 0,
             "brokers": [{"node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port, "rack": None}],

@@ -1,11 +1,15 @@
 """ListOffsets (2) and DeleteRecords (21)."""
 from __future__ import annotations
 
+import logging
+
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
+from ..blocking import admin_lock, run_blocking
 from ..registry import handles
 from .fetch import check_leader_epoch
 
+logger = logging.getLogger("kwire.offsets")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
@@ -51,20 +55,33 @@ async def handle_list_offsets(ctx, request):
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def delete_partition(ctx, topic_name: str, p) -> dict:
-    plog = ctx.broker.logs.partition(topic_name, p.partition_index)
+async def delete_partition(ctx, topic_name: str, p) -> dict:
+    """Checkpoint the new log start in a worker thread, then move it (on the Trio thread), so
+    no reader sees records deleted that would come back after a crash.  Cancel-safe."""
+    logs = ctx.broker.logs
+    plog = logs.partition(topic_name, p.partition_index)
     if plog is None:
         return {"partition_index": p.partition_index, "low_watermark": -1,
                 "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
     try:
-        low = plog.delete_records(p.offset)
+        async with admin_lock(logs):  # one writer of the checkpoint file at a time
+            target = plog.delete_records_target(p.offset)
+            if target is not None:
+                await run_blocking(plog.write_log_start_offset, target)
+                if logs.partition(topic_name, p.partition_index) is not plog:  # deleted meanwhile
+                    raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                plog.advance_log_start(target)
     except KafkaApiError as exc:
         return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": int(exc.code)}
-    return {"partition_index": p.partition_index, "low_watermark": low, "error_code": 0}
+    except OSError:
+        logger.exception("%s-%d: cannot checkpoint the log start offset", topic_name, p.partition_index)
+        return {"partition_index": p.partition_index, "low_watermark": -1,
+                "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR)}
+    return {"partition_index": p.partition_index, "low_watermark": plog.log_start_offset, "error_code": 0}
 
 
 @handles(21, 0, 2)
 async def handle_delete_records(ctx, request):
-    topics = [{"name": t.name, "partitions": [delete_partition(ctx, t.name, p) for p in t.partitions]}
+    topics = [{"name": t.name, "partitions": [await delete_partition(ctx, t.name, p) for p in t.partitions]}
               for t in request.topics]
     return {"throttle_time_ms": 0, "topics": topics}

@@ -1,10 +1,9 @@
 """Produce (0): validate and append record batches; acks 0/1/-1; idempotence in the log."""
 from __future__ import annotations
 
-import trio
-
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
+from ..blocking import run_blocking
 from ..clock import now_ms
 from ..registry import handles
 
@@ -67,7 +66,7 @@ async def handle_produce(ctx, request):
         responses.append({"name": topic.name, "partition_responses": parts})
     ctx.broker.notify_appended(appended)
     for plog in flushes:
-        await trio.to_thread.run_sync(plog.flush)
+        await run_blocking(plog.flush)
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:  # as Kafka does: the only way to tell an acks=0 producer something failed

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode
 
+from ..blocking import next_producer_id
 from ..registry import handles
 
 
@@ -15,4 +16,4 @@ async def handle_init_producer_id(ctx, request):
     # An idempotent producer asking to bump its epoch (v3+) gets a fresh id instead,
     # as Kafka does for producers without a transactional id.
     return {"throttle_time_ms": 0, "error_code": 0,
-            "producer_id": ctx.broker.logs.next_producer_id(), "producer_epoch": 0}
+            "producer_id": await next_producer_id(ctx.broker.logs), "producer_epoch": 0}

@@ -8,6 +8,7 @@ from kwire.admin.topic_config import validate_topic_configs
 from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
+from .. import blocking
 from ..clock import now_ms
 from ..registry import handles
 
@@ -62,7 +63,8 @@ async def handle_create_topics(ctx, request):
             partitions, configs = plan_topic(ctx, t)
             topic_id = None
             if not request.validate_only:
-                topic = ctx.broker.logs.create_topic(t.name, partitions, configs, now_ms=now_ms())
+                topic = await blocking.create_topic(ctx.broker.logs, t.name, partitions, configs,
+                                                    now_ms=now_ms())
                 topic_id = topic.topic_id
                 logger.info("created topic %s (%d partitions, configs %s)", t.name, partitions, configs)
             results.append(created_entry(ctx, t.name, topic_id, partitions, configs))
@@ -99,10 +101,12 @@ async def handle_delete_topics(ctx, request):
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
-    return {"throttle_time_ms": 0, "responses": [delete_one(ctx, n, i) for n, i in wanted]}
+    async with blocking.admin_lock(ctx.broker.logs):  # not while a topic's files are being written
+        responses = [delete_one(ctx, n, i) for n, i in wanted]
+    return {"throttle_time_ms": 0, "responses": responses}
 
 
-def grow_one(ctx, t, validate_only: bool) -> dict:
+async def grow_one(ctx, t, validate_only: bool) -> dict:
     try:
         topic = ctx.broker.logs.get(t.name)
         if topic is None:
@@ -114,7 +118,7 @@ def grow_one(ctx, t, validate_only: bool) -> dict:
                                 f"equal to the requested {t.count}.")
         check_replication(ctx, 1, t.assignments)
         if not validate_only:
-            ctx.broker.logs.add_partitions(t.name, t.count, now_ms=now_ms())
+            await blocking.add_partitions(ctx.broker.logs, t.name, t.count, now_ms=now_ms())
         return {"name": t.name, "error_code": 0, "error_message": None}
     except KafkaApiError as exc:
         return {"name": t.name, "error_code": int(exc.code), "error_message": exc.message}
@@ -123,4 +127,4 @@ def grow_one(ctx, t, validate_only: bool) -> dict:
 @handles(37, 0, 3)
 async def handle_create_partitions(ctx, request):
     return {"throttle_time_ms": 0,
-            "results": [grow_one(ctx, t, request.validate_only) for t in request.topics]}
+            "results": [await grow_one(ctx, t, request.validate_only) for t in request.topics]}

@@ -45,6 +45,8 @@ async def running_broker(properties):
                                            **properties})
         broker = Broker(config, clock=TrioClock())
         broker.open()
+        # created up front: its files are written in a worker thread, which MockClock's autojump cannot see
+        broker.logs.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(broker.groups.run_timers)
