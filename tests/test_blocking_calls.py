@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import tempfile
 
 import pytest
+import trio
+from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from kwire.admin.broker_config import load_broker_config
+from kwire.broker import Broker, Endpoint
+from kwire.codecs import messages
+from kwire.registry import HANDLERS
+from kwire.server import RequestContext
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SERVER = ROOT / "kwire"
@@ -106,19 +116,6 @@ def test_the_checks_catch_what_they_should():
 
 
 # --- the same, observed: the Trio thread keeps serving while files are written -------------
-
-import tempfile  # noqa: E402
-
-import trio  # noqa: E402
-from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest  # noqa: E402
-from kafka.protocol.metadata import MetadataRequest  # noqa: E402
-
-from kwire.admin.broker_config import load_broker_config  # noqa: E402
-from kwire.broker import Broker, Endpoint  # noqa: E402
-from kwire.codecs import messages  # noqa: E402
-from kwire.registry import HANDLERS  # noqa: E402
-from kwire.server import RequestContext  # noqa: E402
-
 
 async def call(broker, request, version: int) -> dict:
     """One request through its registered handler, decoded from the bytes a client would send."""

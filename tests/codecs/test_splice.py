@@ -1,5 +1,7 @@
 """Spliced Fetch responses decode exactly like fully encoded ones."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
 
 from kwire.codecs import messages
@@ -38,9 +40,6 @@ def test_without_deferred_is_one_part():
 
 
 # --- structural splicing: no field value can be mistaken for a record set -------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 OLD_MARKER = b"\xfe\xedKW"  # what the marker-searching encoder looked for
 
