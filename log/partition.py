@@ -45,8 +45,8 @@ from . import checkpoints, recovery
 from .config import LogConfig
 from .health import StorageHealth
 from .producer_state import ProducerStateManager
-from .segment import (CorruptSegment, FileSlice, LogSegment, UndoFailed,  # noqa: F401 (re-exported)
-                      bisect_segments, open_slices, read_bytes)
+from .segment import CorruptSegment, LogSegment, UndoFailed, bisect_segments
+from .slices import RecordSlices
 
 logger = logging.getLogger(__name__)
 
@@ -276,12 +276,12 @@ class PartitionLog:
         KAFKA_STORAGE_ERROR if the partition is offline or stored bytes are
         found damaged (which takes it offline; the message names file and position).
         """
-        return read_bytes(self.read_extents(offset, max_bytes, min_one_batch=min_one_batch,
-                                            max_offset=max_offset))
+        return self.read_slices(offset, max_bytes, min_one_batch=min_one_batch,
+                                max_offset=max_offset).to_bytes()
 
-    def read_extents(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
-                     max_offset: int | None = None) -> list[tuple[LogSegment, int, int]]:
-        """(segment, position, size) runs of whole batches that ``read`` would return.
+    def read_slices(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+                    max_offset: int | None = None) -> RecordSlices:
+        """Where the batches ``read`` would return lie, not yet copied (kwire.log.slices).
 
         The CRC of every batch returned is checked when its bytes were read
         anyway while walking headers (batches up to 16 KiB).  Raises KafkaApiError
@@ -291,9 +291,9 @@ class PartitionLog:
         self._check_offset(offset)
         limit = self.high_watermark if max_offset is None else max_offset
         if offset >= limit:
-            return []
+            return RecordSlices()
         try:
-            return self._extents(offset, max_bytes, min_one_batch, limit)
+            return RecordSlices(self._extents(offset, max_bytes, min_one_batch, limit))
         except (CorruptSegment, OSError) as exc:
             raise self._damaged(exc) from None
 

@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import threading
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -426,27 +426,6 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-
-
-class FileSlice(NamedTuple):
-    """``size`` bytes at ``position`` of the open file ``fd`` (a duplicate the reader owns)."""
-    fd: int
-    position: int
-    size: int
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def read_bytes(extents: list[tuple[LogSegment, int, int]]) -> bytes:
-    """The bytes of ``read_extents`` runs."""
-    return b"".join(segment.read(position, size) for segment, position, size in extents)
-
-
-def open_slices(extents: list[tuple[LogSegment, int, int]]) -> list[FileSlice]:
-    """File slices for ``read_extents`` runs, each with its own duplicated descriptor
-    (so retention may delete the segment while it is sent); close them after use."""
-    return [FileSlice(os.dup(segment.fileno()), position, size) for segment, position, size in extents]
 
 
 def bisect_segments(segments: list[LogSegment], offset: int) -> int:

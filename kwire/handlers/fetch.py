@@ -12,7 +12,7 @@ from __future__ import annotations
 import trio
 
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
-from kwire.log.partition import open_slices, read_bytes
+from kwire.log.slices import RecordSlices
 
 from ..registry import handles
 
@@ -59,32 +59,32 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool) -> tuple[d
     try:
         check_leader_epoch(plog, p.current_leader_epoch)
         if budget > 0 or first:
-            extents = plog.read_extents(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
-                                        min_one_batch=first)
+            slices = plog.read_slices(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
+                                      min_one_batch=first)
         else:
-            extents = []
+            slices = RecordSlices()
             if not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
                 raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
     except KafkaApiError as exc:
         return empty_partition(p.partition, exc.code, plog), 0
     entry = empty_partition(p.partition, ErrorCode.NONE, plog)
-    entry["records"] = extents
-    return entry, sum(size for _, _, size in extents)
+    entry["records"] = slices
+    return entry, slices.size
 
 
 def materialize(responses: list[dict]) -> None:
-    """Turn each partition's extents into bytes or, when large, file slices for sendfile.
+    """Turn each partition's record slices into bytes or, when large, files for sendfile.
 
-    Runs with no await after the extents were computed, so they are consistent."""
+    Runs with no await after the slices were computed, so they are consistent."""
     for topic in responses:
         for entry in topic["partitions"]:
-            extents = entry["records"]
-            if not extents:
+            slices = entry["records"]
+            if not slices:
                 entry["records"] = b""
-            elif sum(size for _, _, size in extents) < SENDFILE_MIN_BYTES:
-                entry["records"] = read_bytes(extents)
+            elif slices.size < SENDFILE_MIN_BYTES:
+                entry["records"] = slices.to_bytes()
             else:
-                entry["records"] = FileRecords(open_slices(extents))
+                entry["records"] = FileRecords(slices.open_files())
 
 
 def build_response(ctx, request) -> tuple[list[dict], int, bool]:

@@ -100,7 +100,7 @@ def test_undo_that_fails_takes_only_that_partition_offline(open_log, tmp_path, m
     assert err.value.code == STORAGE and log.offline
     assert "could not be undone" in caplog.text and "offline" in caplog.text
     monkeypatch.undo()
-    for call in (lambda: append(log, b"c"), lambda: log.read_extents(0, 100),
+    for call in (lambda: append(log, b"c"), lambda: log.read_slices(0, 100),
                  lambda: log.offset_for_timestamp(0), lambda: log.delete_records(1)):
         with pytest.raises(KafkaApiError) as err:
             call()
@@ -168,7 +168,7 @@ def test_recovery_never_cuts_data_after_corruption_below_the_recovery_point(open
     assert after == [b"old-%02d" % i for i in range(8, 20)] + [b"new-%02d" % i for i in range(30)]
     # reading the damaged batch reports it and takes the partition offline
     with pytest.raises(KafkaApiError) as err:
-        crashed.read_extents(0, 1 << 20)
+        crashed.read_slices(0, 1 << 20)
     assert err.value.code == STORAGE and "CRC mismatch" in err.value.message
     assert f"at file position {positions[7][0]}" in err.value.message and crashed.offline
 
@@ -217,7 +217,7 @@ def test_damaged_header_on_read_is_a_storage_error_with_file_position(open_log):
         f.seek(positions[4][0] + 16)
         f.write(b"\x07")                           # magic byte of batch 4
     with pytest.raises(KafkaApiError) as err:
-        log.read_extents(6, 100)
+        log.read_slices(6, 100)
     assert err.value.code == STORAGE
     assert f"at file position {positions[4][0]}: magic 7, expected 2" in err.value.message
     assert log.offline
@@ -244,7 +244,7 @@ def test_malformed_checkpoint_keeps_partition_offline(open_log, caplog, name, co
         again = open_log(recover=True)
     assert again.offline and name in caplog.text
     with pytest.raises(KafkaApiError) as err:
-        again.read_extents(0, 100)                 # deleted records never come back
+        again.read_slices(0, 100)                 # deleted records never come back
     assert err.value.code == STORAGE
 
 
