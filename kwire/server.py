@@ -217,25 +217,20 @@ class Connection:
                 await self.send_parts(parts)
 
     async def send_parts(self, parts: list) -> None:
-        """Send bytes parts as they are and file records with sendfile; releases the files."""
+        """Send bytes parts as they are and file records with sendfile (pread + send on a stream
+        without a socket); releases the files."""
         try:
             for part in parts:
                 if isinstance(part, (bytes, bytearray)):
                     await self.stream.send_all(part)
-                else:
-                    for piece in part.slices:
+                    continue
+                for piece in part.slices:
+                    if self.sock is None:
+                        await self.stream.send_all(os.pread(piece.fd, piece.size, piece.position))
+                    else:
                         await sendfile_all(self.stream, piece.fd, piece.position, piece.size)
         finally:
-            for part in parts:
-                if not isinstance(part, (bytes, bytearray)):
-                    part.close()
-
-    async def handle_frame(self, frame) -> list | None:
-        """Decode and handle one frame; the response parts, or None when there is no response."""
-        decoded = self.decode_frame(frame)
-        if isinstance(decoded, list):
-            return decoded
-        return await self.handle_request(*decoded)
+            close_deferred(parts)
 
     def decode_frame(self, frame):
         """``(header, handler, request)``, or the response parts when the frame is answered at once.
@@ -283,6 +278,7 @@ class Connection:
         except Exception:
             logger.exception("%s: cannot encode the %s v%d response", self.peer,
                              messages.api_name(header.api_key), header.api_version)
+            close_deferred(fields)
             fields = self.error_fields(header.api_key, header.api_version, request,
                                        ErrorCode.UNKNOWN_SERVER_ERROR, None)
             parts = [messages.encode_response(header.api_key, header.api_version, fields)]
@@ -300,6 +296,20 @@ class Connection:
         if fields is None:
             raise CorruptFrame(f"{messages.api_name(api_key)} failed with {code.name}: {message}")
         return fields
+
+
+def close_deferred(value) -> None:
+    """Release the file records (anything with ``close`` that is not bytes) inside a response's
+    fields or parts; nothing else is touched."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif not isinstance(value, list):
+        if hasattr(value, "close") and hasattr(value, "size"):
+            value.close()
+        return
+    for item in value:
+        if isinstance(item, (dict, list)) or (hasattr(item, "close") and hasattr(item, "size")):
+            close_deferred(item)
 
 
 async def sendfile_all(stream: trio.SocketStream, fd: int, position: int, size: int) -> None:
@@ -338,7 +348,8 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
     broker.connections += 1
     conn = Connection(broker, stream, limits)
     try:
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if conn.sock is not None:      # in-memory streams (tests) have no socket options
+            stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         await conn.serve()
     except CloseConnection as exc:
         logger.log(logging.DEBUG if exc.quiet else logging.INFO, "%s: closing connection: %s", conn.peer, exc)
