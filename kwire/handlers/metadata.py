@@ -7,7 +7,6 @@ from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from .. import blocking
-from ..clock import now_ms
 from ..registry import handles
 
 logger = logging.getLogger("kwire.metadata")
@@ -56,7 +55,7 @@ async def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
         return error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
         topic = await blocking.create_topic(logs, name, ctx.broker.config.num_partitions, {},
-                                            now_ms=now_ms(), exist_ok=True)
+                                            now_ms=ctx.broker.clock.now_ms(), exist_ok=True)
     except KafkaApiError as exc:
         return error_entry(name, exc.code)
     logger.info("auto-created topic %s with %d partition(s)", name, len(topic.partitions))

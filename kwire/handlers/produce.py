@@ -4,7 +4,6 @@ from __future__ import annotations
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..blocking import run_blocking
-from ..clock import now_ms
 from ..registry import handles
 
 
@@ -31,7 +30,7 @@ def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
         return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records")
     try:
         # One validation pass over the batches, including zstd before v7 (KIP-110).
-        result = plog.append(data.records, now_ms=now_ms(), produce_version=ctx.api_version)
+        result = plog.append(data.records, now_ms=ctx.broker.clock.now_ms(), produce_version=ctx.api_version)
     except KafkaApiError as exc:
         return partition_error(data.index, exc.code, exc.message, _record_errors(exc))
     if result.needs_flush:

@@ -9,7 +9,6 @@ from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from .. import blocking
-from ..clock import now_ms
 from ..registry import handles
 
 logger = logging.getLogger("kwire.topics")
@@ -64,7 +63,7 @@ async def handle_create_topics(ctx, request):
             topic_id = None
             if not request.validate_only:
                 topic = await blocking.create_topic(ctx.broker.logs, t.name, partitions, configs,
-                                                    now_ms=now_ms())
+                                                    now_ms=ctx.broker.clock.now_ms())
                 topic_id = topic.topic_id
                 logger.info("created topic %s (%d partitions, configs %s)", t.name, partitions, configs)
             results.append(created_entry(ctx, t.name, topic_id, partitions, configs))
@@ -118,7 +117,7 @@ async def grow_one(ctx, t, validate_only: bool) -> dict:
                                 f"equal to the requested {t.count}.")
         check_replication(ctx, 1, t.assignments)
         if not validate_only:
-            await blocking.add_partitions(ctx.broker.logs, t.name, t.count, now_ms=now_ms())
+            await blocking.add_partitions(ctx.broker.logs, t.name, t.count, now_ms=ctx.broker.clock.now_ms())
         return {"name": t.name, "error_code": 0, "error_message": None}
     except KafkaApiError as exc:
         return {"name": t.name, "error_code": int(exc.code), "error_message": exc.message}

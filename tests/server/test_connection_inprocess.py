@@ -233,20 +233,21 @@ def test_a_parked_fetch_wakes_on_produce(tmp_path):
 def test_retention_deletes_old_segments_on_the_mock_clock(tmp_path):
     """log.retention.check.interval.ms and retention.ms pass in mock time; the log start moves.
 
-    flush.messages=1 makes each produce fsync in its own handler (in real time), so the
-    housekeeping loop has no fsync to do while the mock clock jumps."""
+    Real file work in a worker thread lets the mock clock jump, so none may overlap the checks:
+    flush.messages=1 makes each produce fsync in its own handler (in real time), and retention
+    (20 s) is over long before the recovery-point checkpoint falls due (a minute after a flush)."""
     async def scenario():
         async with connected(tmp_path, **{"log.retention.check.interval.ms": "1000"}) as (broker, client):
-            await create_topic(client, "t", retention_ms="60000", segment_bytes="1024", flush_messages="1")
+            await create_topic(client, "t", retention_ms="20000", segment_bytes="1024", flush_messages="1")
             with real_time():
                 for i in range(6):   # each ~570-byte batch fills most of a 1 KiB segment: 6 segments
                     batch = build_batch([b"%d" % i * 500], timestamp=broker.clock.now_ms())
                     await client.send(produce_frame(client, "t", batch))
                     assert (await client.response()).responses[0].partition_responses[0].error_code == E.NONE
             assert await earliest(client, "t") == 0
-            await trio.sleep(30)
+            await trio.sleep(10)
             assert await earliest(client, "t") == 0, "nothing is older than retention.ms yet"
-            await trio.sleep(40)
+            await trio.sleep(15)
             assert await earliest(client, "t") == 5, "closed segments deleted, the active one kept"
             r = await client.call(FetchRequest, 12, **fetch_fields("t", 0))
             assert r.responses[0].partitions[0].error_code == E.OFFSET_OUT_OF_RANGE
