@@ -131,7 +131,7 @@ def produce_kafka_python(bootstrap, topic, codec):
 
 def produce_confluent(bootstrap, topic, codec):
     recs = expected_records()
-    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20, "acks": "all"})
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 500, "acks": "all"})
     errors = []
     for k, v, h, ts in recs:
         p.produce(topic, key=k, value=v, headers=h, timestamp=ts, on_delivery=lambda e, m: errors.append(e))
