@@ -302,6 +302,17 @@ def stamp(buf: bytearray, position: int, base_offset: int, leader_epoch: int) ->
     _I32.pack_into(buf, position + 12, leader_epoch)
 
 
+_STAMPED = struct.Struct(">qii")     # baseOffset, batchLength, partitionLeaderEpoch
+STAMPED_SIZE = _STAMPED.size
+assert STAMPED_SIZE == MAGIC_OFFSET == 16
+
+
+def stamped_prefix(header: BatchHeader, base_offset: int, leader_epoch: int) -> bytes:
+    """The batch's first STAMPED_SIZE bytes with baseOffset and partitionLeaderEpoch set (both
+    outside the CRC): written in front of ``batch[STAMPED_SIZE:]`` it stores the batch uncopied."""
+    return _STAMPED.pack(base_offset, header.batch_length, leader_epoch)
+
+
 def set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -> None:
     """Mark the batch as LogAppendTime with maxTimestamp ``now_ms`` and recompute its CRC.
 

@@ -182,20 +182,12 @@ class PartitionLog:
             return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,
                                 self.log_start_offset, True,
                                 duplicate.last_offset - duplicate.first_offset + 1, False)
-        buf = bytearray(records_data)
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
-        offset, count, max_timestamp = self.log_end_offset, 0, -1
-        for header in headers:
-            records.stamp(buf, header.position, offset, self.leader_epoch)
-            header.base_offset, header.partition_leader_epoch = offset, self.leader_epoch
-            if append_time >= 0:
-                records.set_log_append_time(buf, header.position, header.size, now_ms)
-                header.max_timestamp = now_ms
-                header.attributes |= records.TIMESTAMP_TYPE_BIT
-            offset += header.last_offset_delta + 1
-            count += header.record_count
-            max_timestamp = max(max_timestamp, header.max_timestamp)
-        segment = self._write(buf, headers, offset - 1, max_timestamp, now_ms)
+        parts = self._stamp(records_data, headers, append_time)
+        offset = headers[-1].next_offset
+        count = sum(header.record_count for header in headers)
+        max_timestamp = max(header.max_timestamp for header in headers)
+        segment = self._write(parts, len(records_data), headers, offset - 1, max_timestamp, now_ms)
         self._producers.commit(pending)
         base, self.log_end_offset = self.log_end_offset, offset
         self.high_watermark = offset
@@ -206,12 +198,39 @@ class PartitionLog:
         return AppendResult(base, offset - 1, append_time, self.log_start_offset, False,
                             count, needs_flush)
 
-    def _write(self, buf: bytearray, headers, last_offset: int, max_timestamp: int,
+    def _stamp(self, records_data, headers, append_time: int) -> list:
+        """Assign offsets and the leader epoch to ``headers``; the bytes to write.
+
+        With CreateTime nothing is copied: each batch is written as its stamped
+        prefix (``records.stamped_prefix``) and a view of the rest of the request's bytes.
+        LogAppendTime rewrites attributes and maxTimestamp, which the CRC covers,
+        so those batches are copied and their CRC recomputed.
+        """
+        offset, epoch = self.log_end_offset, self.leader_epoch
+        if append_time >= 0:
+            buf = bytearray(records_data)
+        else:
+            view, parts = memoryview(records_data), []
+        for header in headers:
+            if append_time >= 0:
+                records.stamp(buf, header.position, offset, epoch)
+                records.set_log_append_time(buf, header.position, header.size, append_time)
+                header.max_timestamp = append_time
+                header.attributes |= records.TIMESTAMP_TYPE_BIT
+            else:
+                parts.append(records.stamped_prefix(header, offset, epoch))
+                parts.append(view[header.position + records.STAMPED_SIZE:header.position + header.size])
+            header.base_offset, header.partition_leader_epoch = offset, epoch
+            offset += header.last_offset_delta + 1
+        return [buf] if append_time >= 0 else parts
+
+    def _write(self, parts: list, size: int, headers, last_offset: int, max_timestamp: int,
                now_ms: int) -> LogSegment:
-        """Roll if due and append; all-or-nothing.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+        """Roll if due and append ``parts`` (``size`` bytes); all-or-nothing.
+        Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
         try:
-            segment = self._maybe_roll(len(buf), last_offset, max_timestamp, now_ms)
-            segment.append(buf, headers)
+            segment = self._maybe_roll(size, last_offset, max_timestamp, now_ms)
+            segment.append(parts, headers)
         except UndoFailed as exc:
             self.health.take_offline(exc.message)
             raise

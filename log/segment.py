@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 HEADER_CHUNK = 16 * 1024         # pread size when walking headers only
 RECOVERY_CHUNK = 4 * 1024 * 1024  # pread size when checking CRCs
+IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)   # buffers per writev
 NO_TIMESTAMP = -1
 # Codec messages name positions inside the buffer they were given; ours name
 # the file position instead, so the buffer-relative ones are dropped.
@@ -292,6 +293,9 @@ class LogSegment:
     def append(self, buf, headers: list[BatchHeader]) -> None:
         """Write whole batches at the end; ``headers`` positions are relative to ``buf``.
 
+        ``buf`` is one bytes-like object or a list of them written back to back
+        (one ``writev``: stamped batch prefixes and views of the request's bytes).
+
         All-or-nothing.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) if a write
         to the log or an index fails (files and memory are back as they were),
         UndoFailed if they cannot be put back.
@@ -301,8 +305,7 @@ class LogSegment:
                        self._bytes_since_index)
         self._index_counts, rebuilt = None, False
         try:
-            self._write(buf)
-            self.size = saved.size + len(buf)
+            self.size = saved.size + self._write(buf)
             for header in headers:
                 header.position += saved.size
             try:
@@ -317,12 +320,25 @@ class LogSegment:
                                 f"{self.log_path}: append at file position {saved.size} "
                                 f"failed and was undone: {exc}") from None
 
-    def _write(self, buf) -> None:
+    def _write(self, buf) -> int:
+        """Write ``buf`` (bytes-like, or a list of them) whole, resuming after short writes;
+        returns the byte count.  Raises OSError (part of it may be in the file)."""
         fd = self._file()
-        view = memoryview(buf)
-        written = 0
-        while written < len(view):
-            written += os.write(fd, view[written:])
+        if not isinstance(buf, list):
+            buf = [buf]
+        views = [memoryview(b) for b in buf if len(b)]
+        total = sum(v.nbytes for v in views)
+        i = 0
+        while i < len(views):
+            written = os.writev(fd, views[i:i + IOV_MAX])
+            while written:
+                if written >= views[i].nbytes:
+                    written -= views[i].nbytes
+                    i += 1
+                else:
+                    views[i] = views[i][written:]
+                    written = 0
+        return total
 
     def _undo(self, saved: _State, rebuilt: bool, cause: OSError) -> None:
         """Cut the log and indexes back to ``saved``; raises UndoFailed if that fails."""

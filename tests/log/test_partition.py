@@ -264,3 +264,27 @@ def test_flush_due_then_flush_restarts_the_clock(open_log):
     log.flush(now_ms=100)
     log.append(build_batch([b"a"]), now_ms=150)
     assert not log.flush_due(150) and log.flush_due(200)
+
+
+def test_many_batches_in_one_append_are_written_whole(open_log):
+    """One produce of 700 batches: 1,400 buffers to writev, more than one call takes (IOV_MAX)."""
+    log = open_log()
+    blob = b"".join(build_batch([b"v%d" % i], timestamp=1_000 + i) for i in range(700))
+    result = log.append(blob, now_ms=0)
+    assert (result.base_offset, result.last_offset) == (0, 699)
+    assert [(o, v) for o, _, v in decode(log.read(0, 1 << 30))] == [(i, b"v%d" % i) for i in range(700)]
+
+
+def test_short_writes_resume_where_they_stopped(open_log, monkeypatch):
+    """The kernel may write fewer bytes than asked (a signal, a nearly full disk): the rest follows."""
+    log = open_log()
+    real = os.writev
+
+    def dribble(fd, buffers):
+        first = bytes(next(b for b in buffers if len(b)))
+        return real(fd, [first[:7]])
+    monkeypatch.setattr(os, "writev", dribble)
+    blob = b"".join(build_batch([b"a" * 50, b"b"], timestamp=2_000 + i) for i in range(5))
+    assert log.append(blob, now_ms=0).last_offset == 9
+    monkeypatch.undo()
+    assert [v for _, _, v in decode(log.read(0, 1 << 20))] == [b"a" * 50, b"b"] * 5

@@ -27,17 +27,27 @@ def fd_path(fd: int) -> str:
 
 def fail_on(monkeypatch, name: str, suffix: str, *, short: bool = False):
     """Make ``os.<name>`` fail with ENOSPC on files ending in ``suffix``; a short write
-    (half the bytes) first when ``short``.  Returns a function that removes the fault."""
-    real = getattr(os, name)
+    (half the bytes) first when ``short``.  "write" covers ``os.writev`` too (the log is
+    appended with writev).  Returns a function that removes the fault."""
+    names = ("write", "writev") if name == "write" else (name,)
+    reals = {n: getattr(os, n) for n in names}
 
-    def broken(fd, *args):
-        if fd_path(fd).endswith(suffix):
-            if short and name == "write" and len(args[0]) > 1:
-                return real(fd, bytes(args[0])[:len(args[0]) // 2])
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(fd, *args)
-    monkeypatch.setattr(os, name, broken)
-    return lambda: monkeypatch.setattr(os, name, real)
+    def breaker(n):
+        def broken(fd, *args):
+            if fd_path(fd).endswith(suffix):
+                data = b"".join(bytes(b) for b in args[0]) if n == "writev" else bytes(args[0])
+                if short and n in ("write", "writev") and len(data) > 1:
+                    return reals["write"](fd, data[:len(data) // 2])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return reals[n](fd, *args)
+        return broken
+    for n in names:
+        monkeypatch.setattr(os, n, breaker(n))
+
+    def heal():
+        for n, real in reals.items():
+            monkeypatch.setattr(os, n, real)
+    return heal
 
 
 def sizes(log) -> list[tuple[int, int, int]]:
