@@ -326,6 +326,35 @@ def set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -
     _U32.pack_into(buf, position + CRC_OFFSET, crc)
 
 
+def stamp_batches(records, headers: list[BatchHeader], base_offset: int, leader_epoch: int,
+                  append_time: int) -> list:
+    """Assign offsets from ``base_offset`` and ``leader_epoch`` to validated ``headers`` (in
+    place); returns the bytes to store, as a list of buffers written back to back.
+
+    With CreateTime (``append_time`` < 0) nothing is copied: each batch is its
+    ``stamped_prefix`` and a view of the rest of ``records``.  LogAppendTime
+    rewrites attributes and maxTimestamp, which the CRC covers, so ``records``
+    is copied once and each batch's CRC recomputed.
+    """
+    offset = base_offset
+    if append_time >= 0:
+        buf = bytearray(records)
+    else:
+        view, parts = memoryview(records), []
+    for header in headers:
+        if append_time >= 0:
+            stamp(buf, header.position, offset, leader_epoch)
+            set_log_append_time(buf, header.position, header.size, append_time)
+            header.max_timestamp = append_time
+            header.attributes |= TIMESTAMP_TYPE_BIT
+        else:
+            parts.append(stamped_prefix(header, offset, leader_epoch))
+            parts.append(view[header.position + STAMPED_SIZE:header.position + header.size])
+        header.base_offset, header.partition_leader_epoch = offset, leader_epoch
+        offset += header.last_offset_delta + 1
+    return [buf] if append_time >= 0 else parts
+
+
 def compression_of(buf, header: BatchHeader) -> str:
     """Name of the codec ('none', 'gzip', ...) the batch at ``header.position`` uses.
 

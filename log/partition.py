@@ -183,7 +183,8 @@ class PartitionLog:
                                 self.log_start_offset, True,
                                 duplicate.last_offset - duplicate.first_offset + 1, False)
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
-        parts = self._stamp(records_data, headers, append_time)
+        parts = records.stamp_batches(records_data, headers, self.log_end_offset,
+                                      self.leader_epoch, append_time)
         offset = headers[-1].next_offset
         count = sum(header.record_count for header in headers)
         max_timestamp = max(header.max_timestamp for header in headers)
@@ -197,32 +198,6 @@ class PartitionLog:
             needs_flush = self._unflushed_messages >= self.config.flush_interval_messages
         return AppendResult(base, offset - 1, append_time, self.log_start_offset, False,
                             count, needs_flush)
-
-    def _stamp(self, records_data, headers, append_time: int) -> list:
-        """Assign offsets and the leader epoch to ``headers``; the bytes to write.
-
-        With CreateTime nothing is copied: each batch is written as its stamped
-        prefix (``records.stamped_prefix``) and a view of the rest of the request's bytes.
-        LogAppendTime rewrites attributes and maxTimestamp, which the CRC covers,
-        so those batches are copied and their CRC recomputed.
-        """
-        offset, epoch = self.log_end_offset, self.leader_epoch
-        if append_time >= 0:
-            buf = bytearray(records_data)
-        else:
-            view, parts = memoryview(records_data), []
-        for header in headers:
-            if append_time >= 0:
-                records.stamp(buf, header.position, offset, epoch)
-                records.set_log_append_time(buf, header.position, header.size, append_time)
-                header.max_timestamp = append_time
-                header.attributes |= records.TIMESTAMP_TYPE_BIT
-            else:
-                parts.append(records.stamped_prefix(header, offset, epoch))
-                parts.append(view[header.position + records.STAMPED_SIZE:header.position + header.size])
-            header.base_offset, header.partition_leader_epoch = offset, epoch
-            offset += header.last_offset_delta + 1
-        return [buf] if append_time >= 0 else parts
 
     def _write(self, parts: list, size: int, headers, last_offset: int, max_timestamp: int,
                now_ms: int) -> LogSegment:
