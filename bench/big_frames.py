@@ -29,19 +29,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse  # noqa: E40
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.measure import process_memory  # noqa: E402
 
 TOPIC = "big-frames"
-
-
-def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS / VmHWM of ``pid`` in bytes."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(rest.split()[0]) * 1024
-    return out
 
 
 def produce_frame(size: int, correlation_id: int = 1) -> bytes:
@@ -99,7 +89,7 @@ def run(frames: int, size: int, properties: dict[str, str]) -> dict:
     try:
         create_topic(broker.bootstrap, limit)
         frame = produce_frame(size)
-        idle = proc_status(broker.proc.pid)
+        idle = process_memory(broker.proc.pid)
         results: list = [None] * frames
         threads = [threading.Thread(target=send_one, args=(broker.bootstrap, frame, results, i))
                    for i in range(frames)]
@@ -109,7 +99,7 @@ def run(frames: int, size: int, properties: dict[str, str]) -> dict:
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - t0
-        after = proc_status(broker.proc.pid)
+        after = process_memory(broker.proc.pid)
     finally:
         broker.close()
     return {"frames": frames, "frame_bytes": len(frame), "idle_rss": idle["VmRSS"],

@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.protocol.consumer import FetchRequest
 
-from tests.support.broker import BrokerProcess
+from tests.support.measure import process_memory
 
 pytestmark = pytest.mark.clients
 
@@ -205,16 +205,6 @@ def test_idle_and_slowloris_connections_closed_while_clients_work(fresh_broker):
     assert values == [f"m{i}".encode() for i in range(len(sent))]
 
 
-def rss(pid: int) -> dict:
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(rest.split()[0]) * 1024
-    return out
-
-
 def big_produce_frame(topic: str, size: int, correlation_id: int) -> bytes:
     from kafka.protocol.producer import ProduceRequest
     from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -235,7 +225,7 @@ def test_queued_max_request_bytes_bounds_memory_and_answers_everything(fresh_bro
     topic = f"big-{uuid.uuid4().hex[:6]}"
     create_topic(b.bootstrap, topic)
     payloads = [big_produce_frame(topic, size, i) for i in range(frames)]
-    idle = rss(b.proc.pid)["VmRSS"]
+    idle = process_memory(b.proc.pid)["VmRSS"]
     errors = [None] * frames
 
     def send(i):
@@ -249,7 +239,7 @@ def test_queued_max_request_bytes_bounds_memory_and_answers_everything(fresh_bro
         t.start()
     for t in threads:
         t.join(60)
-    peak = rss(b.proc.pid)["VmHWM"]
+    peak = process_memory(b.proc.pid)["VmHWM"]
     print(f"{frames} concurrent {size} byte frames with queued.max.request.bytes={size}: "
           f"broker RSS {idle >> 20} MiB idle, {peak >> 20} MiB peak")
     assert errors == [0] * frames

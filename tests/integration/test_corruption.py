@@ -6,9 +6,10 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from tests.support.broker import BrokerProcess
+from tests.support.measure import produce_one_record_batches
 
 pytestmark = pytest.mark.clients
 HEADER_SIZE = 61
@@ -16,21 +17,8 @@ HEADER_SIZE = 61
 
 def produce(bootstrap, topic, items, **conf):
     """Produce (partition, value) one-record batches; returns ({(p, offset): value}, [errors])."""
-    acked, errors = {}, []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
-                  "batch.num.messages": 1, "enable.idempotence": False,
-                  "message.timeout.ms": 10000, **conf})
-
-    def done(err, msg):
-        if err is None:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-        else:
-            errors.append(err.code())
-    for partition, value in items:
-        p.produce(topic, value=value, partition=partition, on_delivery=done)
-        p.poll(0)
-    p.flush(30)
-    return acked, errors
+    return produce_one_record_batches(bootstrap, topic, items, flush_s=30,
+                                      **{"message.timeout.ms": 10000, **conf})
 
 
 def consume(bootstrap, topic, partition, start, *, fetch_bytes=1 << 20, timeout=15):

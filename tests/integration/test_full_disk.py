@@ -7,10 +7,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
 
 from tests.support.broker import BrokerProcess
+from tests.support.measure import produce_one_record_batches
 
 pytestmark = pytest.mark.clients
 PARTITIONS = 50
@@ -32,21 +33,7 @@ def small_disk(tmp_path):
 
 def produce(bootstrap, topic, items):
     """One-record batches, no retries; ({(partition, offset): value}, [error codes])."""
-    acked, errors = {}, []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
-                  "batch.num.messages": 1, "enable.idempotence": False,
-                  "message.timeout.ms": 15000})
-
-    def done(err, msg):
-        if err is None:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-        else:
-            errors.append(err.code())
-    for partition, value in items:
-        p.produce(topic, value=value, partition=partition, on_delivery=done)
-        p.poll(0)
-    p.flush(60)
-    return acked, errors
+    return produce_one_record_batches(bootstrap, topic, items)
 
 
 def fill(path):
