@@ -178,7 +178,7 @@ def find_damage(segment: LogSegment) -> str | None:
         valid = _valid_length(0, segment.base_offset, read, size)
         if valid >= size:
             return None
-        why = _describe(read(valid, min(size - valid, RECOVERY_CHUNK)))
+        why = describe_damage(read(valid, min(size - valid, RECOVERY_CHUNK)))
         return segment.corruption(valid, why).message
     finally:
         os.close(fd)
@@ -217,8 +217,8 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def _describe(data: bytes) -> str:
-    """Why the batch at the start of ``data`` fails validation."""
+def describe_damage(data) -> str:
+    """Why the batch at the start of ``data`` fails validation (for error messages)."""
     try:
         header = records.read_header(data, 0, whole=False)
     except KafkaApiError as exc:

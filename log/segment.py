@@ -23,9 +23,13 @@ is raised and the partition must go offline.  Damage found in stored bytes
 KAFKA_STORAGE_ERROR (never CORRUPT_MESSAGE, which blames the client's own
 record) and also a reason to take the partition offline.  Every position in
 a message is a position in the ``.log`` file.
+
+A replica's truncation (``truncate_to``) cuts the three files at a batch
+boundary; the partition (kwire.log.replica) fsyncs them.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 import os
@@ -143,11 +147,17 @@ class LogSegment:
                 segment.rebuild_indexes(why=f"last index entry points at file position "
                                             f"{last[1]}, past the end at {segment.size}")
                 return segment
-            for header in segment.iter_headers(last[1] if last else 0):
-                segment._observe(header, index=False)
-            if segment.size and segment.first_batch_timestamp is None:
-                segment.first_batch_timestamp = next(segment.iter_headers(0)).max_timestamp
+            segment._observe_tail(last[1] if last else 0)
         return segment
+
+    def _observe_tail(self, position: int) -> None:
+        """Account for the batches from ``position`` (the last offset index entry's) to the end
+        without indexing them; the first batch's timestamp (for segment.ms) is read first, as
+        ``position`` may lie past it.  Raises CorruptSegment, OSError."""
+        if self.size and self.first_batch_timestamp is None:
+            self.first_batch_timestamp = next(self.iter_headers(0)).max_timestamp
+        for header in self.iter_headers(position):
+            self._observe(header, index=False)
 
     def indexes_look_sane(self) -> bool:
         """Cheap trust check for a closed segment: whole index entries that point inside the log."""
@@ -416,6 +426,40 @@ class LogSegment:
             logger.warning("%s: could not write the final time index entry: %s",
                            self.log_path, exc)
 
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``: the batch holding ``offset``
+        goes whole (Kafka's LogSegment.truncateTo).  Returns the number of bytes cut.
+
+        Both indexes lose their entries at or after the cut; end offset, max
+        timestamp and index spacing are derived again from the last remaining
+        entries and the headers after them.  Nothing is fsynced.  Raises
+        OSError, CorruptSegment (a header before the cut is damaged).
+        """
+        header = self.find_batch(offset)
+        if header is None:
+            return 0
+        relative, position = header.base_offset - self.base_offset, header.position
+        try:   # both columns ascend: offset index by key, time index by relative offset
+            keep = (bisect.bisect_left(self.offset_index.entries(), relative, key=_key),
+                    bisect.bisect_left(self.time_index.entries(), relative, key=_value))
+        except IndexCorrupt as exc:
+            keep, why = None, str(exc)
+        os.ftruncate(self._file(), position)
+        cut, self.size = self.size - position, position
+        if keep is None:
+            self.rebuild_indexes(why=why)
+            return cut
+        self.offset_index.truncate_entries(keep[0])
+        self.time_index.truncate_entries(keep[1])
+        last_time = self.time_index.last()
+        self.max_timestamp = last_time[0] if last_time else NO_TIMESTAMP
+        self.max_timestamp_offset = self.base_offset + (last_time[1] if last_time else 0)
+        self.next_offset, self.first_batch_timestamp = self.base_offset, None
+        self._bytes_since_index = 0
+        last = self.offset_index.last()
+        self._observe_tail(last[1] if last else 0)
+        return cut
+
     # -- lifecycle --------------------------------------------------------
 
     def flush(self) -> None:
@@ -442,6 +486,14 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+def _key(entry: tuple[int, int]) -> int:
+    return entry[0]
+
+
+def _value(entry: tuple[int, int]) -> int:
+    return entry[1]
 
 
 def bisect_segments(segments: list[LogSegment], offset: int) -> int:
