@@ -12,6 +12,12 @@
     0                   version
     150                 log start offset
 
+``high-watermark-checkpoint`` (replicated partitions only; Kafka keeps one
+replication-offset-checkpoint per log dir, here one per partition)::
+
+    0                   version
+    150                 high watermark
+
 ``recovery-point-checkpoint`` (Kafka keeps one recovery-point-offset-checkpoint
 per log dir; here one per partition, with the segment and file position)::
 
@@ -39,6 +45,7 @@ import os
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 RECOVERY_POINT_FILE = "recovery-point-checkpoint"
+HIGH_WATERMARK_FILE = "high-watermark-checkpoint"
 VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -67,7 +74,12 @@ def write_atomically(path: str, data: str | bytes) -> None:
         except OSError:
             pass
         raise
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    fsync_directory(os.path.dirname(path) or ".")
+
+
+def fsync_directory(directory: str) -> None:
+    """Make creating, renaming and removing files in ``directory`` durable.  Raises OSError."""
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -101,13 +113,9 @@ def _ints(path: str, line: str, count: int) -> list[int]:
     return values
 
 
-def read_log_start_offset(directory: str) -> int | None:
-    """The checkpointed log start offset, or None if there is no checkpoint.
-
-    Raises CheckpointError if the file is malformed (never guess: a wrong
-    value would expose deleted records).
-    """
-    path = os.path.join(directory, LOG_START_OFFSET_FILE)
+def _read_offset(path: str) -> int | None:
+    """The single offset of a one-value checkpoint, or None if the file is missing.
+    Raises CheckpointError if it is malformed."""
     lines = _read_lines(path)
     if lines is None:
         return None
@@ -116,8 +124,31 @@ def read_log_start_offset(directory: str) -> int | None:
     return _ints(path, lines[0], 1)[0]
 
 
+def read_log_start_offset(directory: str) -> int | None:
+    """The checkpointed log start offset, or None if there is no checkpoint.
+
+    Raises CheckpointError if the file is malformed (never guess: a wrong
+    value would expose deleted records).
+    """
+    return _read_offset(os.path.join(directory, LOG_START_OFFSET_FILE))
+
+
 def write_log_start_offset(directory: str, offset: int) -> None:
     write_atomically(os.path.join(directory, LOG_START_OFFSET_FILE), f"{VERSION}\n{offset}\n")
+
+
+def read_high_watermark(directory: str) -> int | None:
+    """The checkpointed high watermark, or None if never written.
+
+    Raises CheckpointError if the file is malformed (a guess could expose
+    uncommitted records to consumers).
+    """
+    return _read_offset(os.path.join(directory, HIGH_WATERMARK_FILE))
+
+
+def write_high_watermark(directory: str, offset: int) -> None:
+    """Replace the high-watermark checkpoint.  Raises OSError."""
+    write_atomically(os.path.join(directory, HIGH_WATERMARK_FILE), f"{VERSION}\n{offset}\n")
 
 
 def read_recovery_point(directory: str) -> tuple[int, int, int] | None:
@@ -183,17 +214,30 @@ class LeaderEpochCache:
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
-        """Forget epochs that start after ``end_offset`` (after a log truncation)."""
-        kept = [(e, o) for e, o in self.entries if o <= end_offset]
+        """Forget epochs that start at or after ``end_offset`` (Kafka's truncateFromEnd: after
+        a log truncation to ``end_offset`` they hold no data).  Raises OSError."""
+        kept = [(e, o) for e, o in self.entries if o < end_offset]
         if kept != self.entries:
             self.entries = kept
+            self._save()
+
+    def clear(self) -> None:
+        """Forget every epoch (the log was emptied).  Raises OSError."""
+        if self.entries or os.path.exists(self.path):
+            self.entries = []
             self._save()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= ``epoch``, its end offset).
 
-        The end offset is the start of the next higher epoch, or the log end
-        offset for the latest epoch; (-1, -1) if ``epoch`` is above all known.
+        Kafka's LeaderEpochFileCache.endOffsetFor, case by case: the latest
+        epoch ends at ``log_end_offset``; an older one at the start of the next
+        higher epoch, answered with the largest known epoch <= ``epoch``; an
+        ``epoch`` below every known one answers ``(epoch, start of the first
+        known epoch)`` (the data before it is gone, so the follower copies from
+        there; Kafka's doc comment says UNDEFINED here, its code does this);
+        (-1, -1) for UNDEFINED_EPOCH, an ``epoch`` above every known one, or an
+        empty cache.
         """
         if epoch == UNDEFINED_EPOCH or not self.entries:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET

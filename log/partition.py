@@ -8,9 +8,12 @@ Directory layout::
         leader-epoch-checkpoint                            see kwire.log.checkpoints
         log-start-offset-checkpoint                        written by DeleteRecords
         recovery-point-checkpoint                          written by flush and close
+        high-watermark-checkpoint                          replicated mode, with the recovery point
 
 Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``.
-The high watermark equals the log end offset until replication exists.
+Single-node mode (the default): every append moves the high watermark to the
+log end offset.  Replicated mode and the follower's operations (append as
+fetched, truncation): kwire.log.replica.
 
 Everything here is synchronous and takes time as ``now_ms``.  ``append`` and
 ``read`` only write to / read from the page cache; ``flush``, ``close``,
@@ -32,7 +35,6 @@ only after it (kwire.log.recovery).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -45,6 +47,7 @@ from . import checkpoints, recovery
 from .config import LogConfig
 from .health import StorageHealth
 from .producer_state import ProducerStateManager
+from .replica import AppendResult, ReplicaLog
 from .segment import CorruptSegment, LogSegment, UndoFailed, bisect_segments
 from .slices import RecordSlices
 
@@ -55,18 +58,7 @@ INT32_MAX = 2**31 - 1
 RECOVERY_POINT_INTERVAL_MS = 60_000   # Kafka's log.flush.offset.checkpoint.interval.ms
 
 
-@dataclasses.dataclass(slots=True)
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int       # -1 with CreateTime
-    log_start_offset: int
-    duplicate: bool               # a retried idempotent batch: nothing was appended
-    record_count: int
-    needs_flush: bool             # flush.messages reached: run flush() in a worker thread
-
-
-class PartitionLog:
+class PartitionLog(ReplicaLog):
     """Append, read, search and trim the log of one partition."""
 
     def __init__(self, path: str, config: LogConfig):
@@ -76,6 +68,8 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.high_watermark = 0
+        self.replicated = False               # see enable_replication (kwire.log.replica)
+        self._checkpointed_hw: int | None = None
         self._epochs = checkpoints.LeaderEpochCache(path)
         self.leader_epoch = 0
         self.health = StorageHealth(path)
@@ -90,6 +84,8 @@ class PartitionLog:
         self._checkpointed_point: tuple[int, int, int] | None = None
         self._last_checkpoint_ms = 0
         self._checkpoint_lock = threading.Lock()
+        self._truncations = 0                 # changes when a truncation moves the end back
+        self._files_lock = threading.Lock()   # truncation vs. scrub: files changing size
 
     @property
     def offline(self) -> bool:
@@ -129,6 +125,7 @@ class PartitionLog:
         """Raises CheckpointError, OSError, KafkaApiError."""
         path, config = self.path, self.config
         start = checkpoints.read_log_start_offset(path)
+        self._checkpointed_hw = checkpoints.read_high_watermark(path)
         self._epochs.load()
         bases = recovery.segment_bases(path)
         if not bases:
@@ -144,7 +141,8 @@ class PartitionLog:
         self._end_point = (active.next_offset, active.base_offset, active.size)
         first = self.segments[0].base_offset
         self.log_start_offset = min(max(start or first, first), self.log_end_offset)
-        self._epochs.truncate_from_end(self.log_end_offset)
+        # + 1: an epoch starting at the log end is kept (a leader that has not appended yet)
+        self._epochs.truncate_from_end(self.log_end_offset + 1)
         self.leader_epoch = self._epochs.latest_epoch or 0
         self._rebuild_producer_state()
 
@@ -183,28 +181,23 @@ class PartitionLog:
                                 self.log_start_offset, True,
                                 duplicate.last_offset - duplicate.first_offset + 1, False)
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
-        parts = records.stamp_batches(records_data, headers, self.log_end_offset,
-                                      self.leader_epoch, append_time)
-        offset = headers[-1].next_offset
-        count = sum(header.record_count for header in headers)
-        max_timestamp = max(header.max_timestamp for header in headers)
-        segment = self._write(parts, len(records_data), headers, offset - 1, max_timestamp, now_ms)
+        base, size = self.log_end_offset, len(records_data)
+        parts = records.stamp_batches(records_data, headers, base, self.leader_epoch, append_time)
+        count, needs_flush = self._write(parts, size, headers, now_ms)
         self._producers.commit(pending)
-        base, self.log_end_offset = self.log_end_offset, offset
-        self.high_watermark = offset
-        self._end_point = (offset, segment.base_offset, segment.size)
-        with self._lock:
-            self._unflushed_messages += count
-            needs_flush = self._unflushed_messages >= self.config.flush_interval_messages
-        return AppendResult(base, offset - 1, append_time, self.log_start_offset, False,
-                            count, needs_flush)
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
+        return AppendResult(base, self.log_end_offset - 1, append_time, self.log_start_offset,
+                            False, count, needs_flush, size)
 
-    def _write(self, parts: list, size: int, headers, last_offset: int, max_timestamp: int,
-               now_ms: int) -> LogSegment:
-        """Roll if due and append ``parts`` (``size`` bytes); all-or-nothing.
-        Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+    def _write(self, parts: list, size: int, headers, now_ms: int) -> tuple[int, bool]:
+        """Roll if due, append ``parts`` (``size`` bytes of stamped, checked batches described by
+        ``headers``) and move the log end offset, not the high watermark; all-or-nothing.
+        Returns (record count, needs_flush).  Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+        offset = headers[-1].next_offset
+        max_timestamp = max(header.max_timestamp for header in headers)
         try:
-            segment = self._maybe_roll(size, last_offset, max_timestamp, now_ms)
+            segment = self._maybe_roll(size, offset - 1, max_timestamp, now_ms)
             segment.append(parts, headers)
         except UndoFailed as exc:
             self.health.take_offline(exc.message)
@@ -213,7 +206,12 @@ class PartitionLog:
             self.health.write_failed(exc.message, now_ms)
             raise
         self.health.write_succeeded()
-        return segment
+        self.log_end_offset = offset
+        self._end_point = (offset, segment.base_offset, segment.size)
+        count = sum(header.record_count for header in headers)
+        with self._lock:
+            self._unflushed_messages += count
+            return count, self._unflushed_messages >= self.config.flush_interval_messages
 
     def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int,
                     now_ms: int) -> LogSegment:
@@ -375,7 +373,7 @@ class PartitionLog:
             pending = self._unflushed_segments + self.segments[-1:]
             self._unflushed_segments = []
             self._unflushed_messages = 0
-            point = self._end_point
+            point, truncations = self._end_point, self._truncations
         try:
             for segment in pending:
                 segment.flush()
@@ -383,15 +381,17 @@ class PartitionLog:
             self.health.take_offline(f"fsync failed: {exc}")
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
                                 f"{self.path}: fsync failed: {exc}") from None
-        with self._lock:
-            if self._flushed_point is None or point > self._flushed_point:
+        with self._lock:   # a truncation meanwhile made ``point`` meaningless
+            if truncations == self._truncations and (
+                    self._flushed_point is None or point > self._flushed_point):
                 self._flushed_point = point
         if now_ms is not None and now_ms - self._last_checkpoint_ms >= RECOVERY_POINT_INTERVAL_MS:
             self.write_recovery_point(now_ms)
 
     def flush_due(self, now_ms: int) -> bool:
         """True if flush.ms has elapsed with something unflushed, a rolled segment awaits
-        its flush (Kafka flushes on roll), or the recovery point is due to be checkpointed.
+        its flush (Kafka flushes on roll), or the recovery point or (replicated mode) the high
+        watermark is due to be checkpointed.
 
         Non-blocking; pair with ``flush(now_ms)`` in a worker thread.
         """
@@ -400,16 +400,18 @@ class PartitionLog:
         unflushed = self._unflushed_messages > 0 or bool(self._unflushed_segments)
         return (bool(self._unflushed_segments)
                 or (unflushed and now_ms - self._last_flush_ms >= self.config.flush_interval_ms)
-                or (self._flushed_point != self._checkpointed_point
+                or ((self._flushed_point != self._checkpointed_point or self._hw_unsaved())
                     and now_ms - self._last_checkpoint_ms >= RECOVERY_POINT_INTERVAL_MS))
 
     def write_recovery_point(self, now_ms: int) -> bool:
-        """Checkpoint what the last ``flush`` made durable; True if the checkpoint is current.
+        """Checkpoint what the last ``flush`` made durable, and the high watermark in replicated
+        mode; True if the recovery-point checkpoint is current.
 
         Blocking.  A failed write is logged at ERROR and only means a crash
-        recovery would check more; never raises.
+        recovery would check more (or start from an older high watermark); never raises.
         """
         with self._checkpoint_lock:
+            self._checkpoint_high_watermark(now_ms)
             point = self._flushed_point
             if point is None or point == self._checkpointed_point:
                 return point is not None
@@ -448,14 +450,18 @@ class PartitionLog:
         """Check every batch of every closed segment (CRC included), once after start.
 
         Blocking: run it in a worker thread (it reads with descriptors of its
-        own, so it may overlap ``append``/``read``/retention).  Damage takes
+        own, so it may overlap ``append``/``read``/retention; a truncation waits for the
+        segment being checked).  Damage takes
         the partition offline with an ERROR naming file and position; returns
         False then.
         """
         for segment in self.segments[:-1]:
             if self.health.offline:
                 return False
-            damage = recovery.find_damage(segment)
+            with self._files_lock:
+                if segment not in self.segments[:-1]:     # deleted or truncated meanwhile
+                    continue
+                damage = recovery.find_damage(segment)
             if damage is not None:
                 self.health.take_offline(f"corrupt data at rest: {damage}")
                 return False
@@ -475,8 +481,10 @@ class PartitionLog:
             self.leader_epoch = epoch
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (leader_epoch, end_offset), (-1, -1) if unknown."""
-        if not self._epochs.entries and epoch == self.leader_epoch:
+        """OffsetForLeaderEpoch: (leader_epoch, end_offset), (-1, -1) if unknown (Kafka's rules:
+        kwire.log.checkpoints.LeaderEpochCache.end_offset_for).  A single-node log that never
+        recorded an epoch answers its current epoch with the log end offset."""
+        if not self.replicated and not self._epochs.entries and epoch == self.leader_epoch:
             return epoch, self.log_end_offset
         return self._epochs.end_offset_for(epoch, self.log_end_offset)
 
