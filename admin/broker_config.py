@@ -51,7 +51,39 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("controller.quorum.voters", T.LIST, (), "Controller quorum voters.", ignored=_KRAFT),
     ConfigKey("controller.quorum.bootstrap.servers", T.LIST, (), "Controller bootstrap servers.",
               ignored=_KRAFT),
-    ConfigKey("zookeeper.connect", T.STRING, None, "ZooKeeper connection string.", ignored=_KRAFT),
+    ConfigKey("zookeeper.connect", T.STRING, None,
+              "ZooKeeper connection string host:port[,host:port...][/chroot]; when set the broker joins "
+              "a replicated cluster, when unset it runs as a single node."),
+    ConfigKey("zookeeper.session.timeout.ms", T.INT, 18000, "ZooKeeper session timeout.", at_least(1)),
+    ConfigKey("zookeeper.connection.timeout.ms", T.INT, None, "The longest the broker waits to connect to "
+              "ZooKeeper; if unset zookeeper.session.timeout.ms is used."),
+    ConfigKey("broker.rack", T.STRING, None, "Rack of the broker, for rack-aware replica assignment."),
+    ConfigKey("replica.lag.time.max.ms", T.LONG, 30000, "A follower that has not caught up with the "
+              "leader's log end offset for this long is removed from the ISR.", at_least(1)),
+    ConfigKey("replica.fetch.max.bytes", T.INT, 1048576, "Bytes fetched per partition by a follower.",
+              at_least(0)),
+    ConfigKey("replica.fetch.response.max.bytes", T.INT, 10485760, "Bytes per follower fetch response.",
+              at_least(0)),
+    ConfigKey("replica.fetch.wait.max.ms", T.INT, 500, "Longest wait of a follower's fetch.", at_least(0)),
+    ConfigKey("replica.fetch.min.bytes", T.INT, 1, "Bytes a follower's fetch waits for.", at_least(1)),
+    ConfigKey("replica.fetch.backoff.ms", T.INT, 1000, "Back-off after a follower's fetch fails.",
+              at_least(0)),
+    ConfigKey("replica.socket.timeout.ms", T.INT, 30000, "Socket timeout of follower fetches.",
+              at_least(1)),
+    ConfigKey("num.replica.fetchers", T.INT, 1, "Fetcher tasks per source broker (kwire runs one per "
+              "source broker whatever the value).", at_least(1)),
+    ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True,
+              "Move leadership back to the preferred replica when the imbalance is too high."),
+    ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,
+              "How often the controller checks leader imbalance.", at_least(1)),
+    ConfigKey("leader.imbalance.per.broker.percentage", T.INT, 10,
+              "Leader imbalance per broker (percent) that triggers a preferred-leader election.",
+              at_least(0)),
+    ConfigKey("controlled.shutdown.enable", T.BOOLEAN, True,
+              "On shutdown, move this broker's leaderships away before the process exits."),
+    ConfigKey("controlled.shutdown.max.retries", T.INT, 3, "Attempts of a controlled shutdown.", at_least(0)),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", T.LONG, 5000, "Back-off between those attempts.",
+              at_least(0)),
     # kwire: Kafka's log.dir default is /tmp/kafka-logs; kwire keeps data next to where it runs.
     ConfigKey("log.dirs", T.LIST, None, "Directories where log data is kept; if unset log.dir is used."),
     ConfigKey("log.dir", T.STRING, "./kwire-data", "The directory where log data is kept (see log.dirs)."),
@@ -118,7 +150,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("message.max.bytes", T.INT, 1048588, "Largest record batch size allowed.", at_least(0)),
     ConfigKey("min.insync.replicas", T.INT, 1, "Minimum in-sync replicas for acks=all.", at_least(1)),
     ConfigKey("unclean.leader.election.enable", T.BOOLEAN, False,
-              "Allow out-of-sync replicas to become leader.", ignored=_SINGLE_NODE),
+              "Allow out-of-sync replicas to become leader."),
     ConfigKey("socket.request.max.bytes", T.INT, 104857600, "Maximum bytes in a request.", at_least(1)),
     ConfigKey("max.connections", T.INT, INT_MAX, "Maximum number of connections the broker accepts.",
               at_least(0)),
@@ -143,9 +175,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("offsets.retention.minutes", T.INT, 10080,
               "How long committed offsets of an empty group are kept.", at_least(1)),
     ConfigKey("offsets.topic.num.partitions", T.INT, 50, "Partitions of the offsets topic.", at_least(1)),
-    # kwire: Kafka defaults these to 3; a single node can only ever have 1.
-    ConfigKey("offsets.topic.replication.factor", T.SHORT, 1, "Replication factor of the offsets topic "
-              "(accepted; 1 is effective).", at_least(1)),
+    ConfigKey("offsets.topic.replication.factor", T.SHORT, 3, "Replication factor of the offsets topic "
+              "(a single node uses 1; a cluster with fewer live brokers uses as many as there are).",
+              at_least(1)),
     ConfigKey("transaction.state.log.replication.factor", T.SHORT, 1,
               "Replication factor of the transaction topic (accepted; 1 is effective).", at_least(1)),
     # kwire: Kafka's default is 2, unsatisfiable on one node.
@@ -316,7 +348,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1800000
     offsets_retention_minutes: int = 10080
     offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 1
+    offsets_topic_replication_factor: int = 3
     transaction_state_log_replication_factor: int = 1
     values: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     originals: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)

@@ -222,6 +222,7 @@ def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         # message.timestamp.difference.max.ms.
         message_timestamp_before_max_ms=_or_difference(get, "message.timestamp.before.max.ms"),
         message_timestamp_after_max_ms=_or_difference(get, "message.timestamp.after.max.ms"),
+        min_insync_replicas=get("min.insync.replicas"),
     )
 
 

@@ -30,6 +30,18 @@ class PersistenceMixin:
                            -1 if group.state_timestamp is None else group.state_timestamp, members)
         fx.append(Record(group.group_id, group_key(group.group_id), encode_group_value(value)))
 
+    def unload_groups(self, predicate) -> int:
+        """Forget the groups whose id satisfies ``predicate`` (their offsets partition is led by
+        another broker now, which replays them); returns how many.  Timers of a forgotten
+        group are skipped when they fire (the heap is cleaned lazily)."""
+        doomed = [g for g in self._groups if predicate(g)]
+        for group_id in doomed:
+            del self._groups[group_id]
+            self._scheduled.pop(group_id, None)
+            self._stale.discard(group_id)
+            self._unscheduled.discard(group_id)
+        return len(doomed)
+
     def replay(self, key: bytes, value: bytes | None) -> bool:
         """Apply one ``__consumer_offsets`` record at start-up (value None = tombstone).
 

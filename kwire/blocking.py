@@ -46,6 +46,25 @@ async def run_blocking(fn: Callable[..., T], *args, abandon_on_cancel: bool = Fa
         return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=False)
 
 
+async def run_detached(fn: Callable[..., T], *args) -> T:
+    """Run a call to an external service (ZooKeeper through kazoo) in a worker thread.
+
+    Such a call changes no state of this process, so a cancelled caller returns at once
+    and the thread finishes unobserved (a shutdown never waits on an unreachable service).
+    """
+    return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+
+
+async def delete_topic(logs, name: str):
+    """``LogManager.delete_topic`` (its files removed off the Trio thread); the topic disappears
+    from the table first, so no request reads it while its files go.  Raises KafkaApiError
+    (UNKNOWN_TOPIC_OR_PARTITION)."""
+    async with admin_lock(logs):
+        topic = logs.detach_topic(name)
+        await run_blocking(logs.remove_topic_files, topic)
+        return topic
+
+
 def admin_lock(logs) -> trio.Lock:
     """The lock serializing blocking writes of shared log metadata for ``logs`` (a LogManager):
     topic creation, growth and deletion, producer-id blocks, log-start-offset checkpoints.
@@ -58,7 +77,7 @@ def admin_lock(logs) -> trio.Lock:
 
 
 async def create_topic(logs, name: str, num_partitions: int, configs: dict[str, str], *,
-                       now_ms: int, internal: bool = False, exist_ok: bool = False):
+                       now_ms: int, internal: bool = False, exist_ok: bool = False, topic_id=None):
     """``LogManager.create_topic`` with its files written off the Trio thread; the topic becomes
     visible only once whole.  Raises KafkaApiError(KAFKA_STORAGE_ERROR, or TOPIC_ALREADY_EXISTS
     unless ``exist_ok``: then the existing topic is returned).  Cancel-safe: a creation that
@@ -68,7 +87,8 @@ async def create_topic(logs, name: str, num_partitions: int, configs: dict[str, 
             return logs.get(name)
         log_dir = logs.pick_dir(name)
         topic = await run_blocking(lambda: logs.write_topic(name, num_partitions, configs, log_dir,
-                                                            now_ms=now_ms, internal=internal))
+                                                            now_ms=now_ms, internal=internal,
+                                                            topic_id=topic_id))
         return logs.publish_topic(topic)
 
 

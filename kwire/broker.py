@@ -38,6 +38,10 @@ class Broker:
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
         self.groups = GroupService(config, self.logs, self.clock)
+        self.cluster = None          # a ClusterNode when zookeeper.connect is set
+        if config.value_of("zookeeper.connect"):
+            from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode
+            self.cluster = ClusterNode(self)
 
     @property
     def cluster_id(self) -> str:
@@ -45,10 +49,20 @@ class Broker:
 
     def open(self) -> None:
         self.logs.open(self.clock.now_ms())
-        self.groups.replay()
+        if self.cluster is None:
+            self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
 
     def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
         self.logs.close()
+
+    def groups_follow_leadership(self, cluster) -> None:
+        """Cluster mode: the group coordinator serves the groups whose __consumer_offsets
+        partition this broker leads."""
+        from .group_service import OFFSETS_TOPIC
+        self.groups.cluster = cluster
+        self.groups.follow_leadership({p for (t, p) in cluster.replicas.leaders if t == OFFSETS_TOPIC})
 
     # -- wake-ups for long-polling fetches ------------------------------------
     def notify_appended(self, partitions) -> None:

@@ -34,6 +34,10 @@ async def run_until_signal(broker: Broker, host: str, port: int) -> None:
             async for signum in signals:
                 logging.getLogger("kwire").info("received %s: shutting down",
                                                 signal.Signals(signum).name)
+                if (broker.cluster is not None and signum == signal.SIGTERM
+                        and broker.config.value_of("controlled.shutdown.enable")):
+                    with trio.move_on_after(30):
+                        await broker.cluster.controlled_shutdown()
                 nursery.cancel_scope.cancel()
                 break
 
@@ -64,5 +68,23 @@ def main(argv=None) -> int:
         logging.getLogger("kwire").info("%s", note)
     broker = Broker(config)
     host, port = config.listen_host, config.listen_port
-    trio.run(run_until_signal, broker, host, port)
+    try:
+        trio.run(run_until_signal, broker, host, port)
+    except BaseException as exc:
+        refusal = _startup_refusal(exc)
+        if refusal is None:
+            raise
+        logging.getLogger("kwire").error("refusing to start: %s", refusal)
+        return 1
     return 0
+
+
+def _startup_refusal(exc: BaseException) -> BaseException | None:
+    """A cluster-mode start-up failure (ZooKeeper unreachable, broker.id taken, another
+    cluster's data), possibly inside Trio's exception groups; None for anything else."""
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_startup_refusal(e) for e in exc.exceptions]
+        return next((f for f in found if f is not None), None)
+    from .zk import BrokerIdInUse, ZooKeeperUnavailable
+    from .cluster_node import ClusterIdMismatch
+    return exc if isinstance(exc, (BrokerIdInUse, ZooKeeperUnavailable, ClusterIdMismatch)) else None

@@ -18,7 +18,7 @@ import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from kwire.codecs.errors import ErrorCode
+from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import (
     GroupConfig, GroupCoordinator, GroupDescription, JoinRequest, JoinResult, LeaveResult, OffsetCommit, Outcome,
     SyncRequest, SyncResult,
@@ -56,41 +56,80 @@ class GroupService:
         self._waiting: dict[int, _Waiter] = {}
         self._wakeup = trio.Event()
         self._timer_at: int | None = None   # the deadline the timer task sleeps until (None: no timer)
+        # Cluster mode (kwire.cluster_node): the __consumer_offsets partitions this broker leads,
+        # whose groups it coordinates; None on a single node, which coordinates every group.
+        self.owned: set[int] | None = None
+        self.cluster = None
+
+    # -- cluster mode: coordination follows the offsets partitions' leadership -------------
+    def check_owner(self, group_id: str) -> None:
+        """Raises KafkaApiError(NOT_COORDINATOR) when another broker coordinates ``group_id``."""
+        if self.owned is None:
+            return
+        topic = self.logs.get(OFFSETS_TOPIC)
+        if topic is None or self.coordinator.partition_for(group_id, len(topic.partitions)) not in self.owned:
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR, f"this broker does not coordinate group {group_id}")
+
+    def follow_leadership(self, led: set[int]) -> None:
+        """Load the groups of newly led offsets partitions (replaying them) and drop the groups
+        of partitions led elsewhere now."""
+        owned = self.owned or set()
+        topic = self.logs.get(OFFSETS_TOPIC)
+        n = len(topic.partitions) if topic else 1
+        lost = owned - led
+        if lost:
+            dropped = self.coordinator.unload_groups(lambda g: self.coordinator.partition_for(g, n) in lost)
+            logger.info("unloaded %d group(s) of %s partitions %s", dropped, OFFSETS_TOPIC, sorted(lost))
+        gained = led - owned
+        self.owned = set(led)
+        if gained and topic is not None:
+            self.replay([topic.partitions[p] for p in sorted(gained)])
+            self._wakeup.set()
 
     # -- one call per API ---------------------------------------------------------
     async def join(self, request: JoinRequest) -> JoinResult:
         """JoinGroup; returns when this member's join phase ends.  Cancel-safe (the answer is dropped)."""
+        self.check_owner(request.group_id)
         return await self._parked(lambda ticket, now: self.coordinator.join_group(ticket, request, now))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
         """SyncGroup; a follower returns when the leader has synced.  Cancel-safe (the answer is dropped)."""
+        self.check_owner(request.group_id)
         return await self._parked(lambda ticket, now: self.coordinator.sync_group(ticket, request, now))
 
     async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None) -> ErrorCode:
+        self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.heartbeat(
             group_id, generation_id, member_id, group_instance_id, now))
 
     async def leave(self, group_id: str, members: list[tuple[str | None, str | None, str | None]]) -> LeaveResult:
         """LeaveGroup of (member_id, group_instance_id, reason) entries."""
+        self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.leave_group(group_id, members, now))
 
     async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                              group_instance_id: str | None, offsets: list[OffsetCommit]) -> list[ErrorCode]:
+        self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.commit_offsets(
             group_id, generation_id, member_id, group_instance_id, offsets, now))
 
     async def delete_groups(self, group_ids: list[str]) -> list[ErrorCode]:
+        for group_id in group_ids:
+            self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.delete_groups(group_ids, now))
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                              ) -> tuple[ErrorCode, list[ErrorCode]]:
+        self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.delete_offsets(group_id, partitions, now))
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[tuple]:
+        self.check_owner(group_id)
         return self.coordinator.fetch_offsets(group_id, partitions)
 
     def describe(self, group_id: str) -> GroupDescription:
+        self.check_owner(group_id)
         return self.coordinator.describe_group(group_id)
 
     def list_groups(self, states_filter: list[str] | None) -> list[tuple[str, str, str]]:
@@ -118,20 +157,26 @@ class GroupService:
     async def offsets_topic(self):
         """The ``__consumer_offsets`` topic, created on first use (compacted, never time-deleted)."""
         topic = self.logs.get(OFFSETS_TOPIC)
+        if topic is None and self.cluster is not None:
+            await self.cluster.ensure_offsets_topic()
+            topic = self.logs.get(OFFSETS_TOPIC)
+            if topic is None:
+                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
         if topic is None:
             topic = await create_topic(self.logs, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
                                        {"cleanup.policy": "compact"}, now_ms=self.clock.now_ms(),
                                        internal=True, exist_ok=True)
         return topic
 
-    def replay(self) -> int:
-        """Feed every record of ``__consumer_offsets`` to the coordinator; returns the count."""
+    def replay(self, partitions=None) -> int:
+        """Feed every record of ``__consumer_offsets`` (or of ``partitions``, its logs) to the
+        coordinator; returns the count."""
         topic = self.logs.get(OFFSETS_TOPIC)
         if topic is None:
             return 0
         topic.internal = True
         count = 0
-        for plog in topic.partitions:
+        for plog in topic.partitions if partitions is None else partitions:
             offset = plog.log_start_offset
             while offset < plog.log_end_offset:
                 data = plog.read(offset, 1 << 20)
@@ -148,7 +193,7 @@ class GroupService:
             logger.info("replayed %d group record(s) from %s", count, OFFSETS_TOPIC)
         return count
 
-    def append_records(self, records: list[tuple[str, bytes, bytes | None]]) -> list:
+    def append_records(self, records: list[tuple[str, bytes, bytes | None]], replicate: list | None = None) -> list:
         """Append (group_id, key, value) records to the group's partition of the internal topic
         (created by ``_call`` before any coordinator call); returns the logs to flush."""
         if not records:
@@ -170,13 +215,21 @@ class GroupService:
             result = plog.append(bytes(builder.build()), now_ms=ts)
             if result.needs_flush:
                 flushes.append(plog)
+            if self.cluster is not None:
+                self.cluster.replicas.after_append((OFFSETS_TOPIC, p))
+                replicate.append(((OFFSETS_TOPIC, p), result.last_offset + 1))
         return flushes
 
     # -- outcomes and timers -------------------------------------------------------
     async def apply(self, outcome: Outcome) -> None:
         """Persist an outcome's records, then complete its parked requests and move the timer."""
-        for plog in self.append_records(outcome.records):
+        replicate: list = []
+        for plog in self.append_records(outcome.records, replicate):
             await run_blocking(plog.flush)
+        for tp, required in replicate:      # as Kafka: group records are written with acks=all
+            leader = self.cluster.replicas.leader(tp)
+            if leader is not None:
+                await self.cluster.replicas.wait_replicated(tp, leader, required, trio.current_time() + 5)
         for ticket, result in outcome.completed:
             waiter = self._waiting.get(ticket)
             if waiter is not None:

@@ -374,21 +374,29 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
 
 
 async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Open the logs, listen, start housekeeping; ``task_status.started((host, port))`` when ready."""
+    """Open the logs, listen, start housekeeping; ``task_status.started((host, port))`` when ready.
+
+    With ``zookeeper.connect`` the broker first reaches ZooKeeper and settles the cluster id
+    (kwire.cluster_node), and accepts connections only once it is registered and has applied
+    the cluster's state.  Raises ZooKeeperUnavailable, ClusterIdMismatch or BrokerIdInUse."""
+    if broker.cluster is not None:
+        await broker.cluster.connect()
     broker.open()
     try:
         async with trio.open_nursery() as nursery:
             limits = ConnectionLimits.from_config(broker.config)
             listeners = await trio.open_tcp_listeners(port, host=host or None)
-            await nursery.start(functools.partial(
-                serve_listeners, functools.partial(handle_connection, broker, limits=limits), listeners,
-                handler_nursery=nursery, open_connections=lambda: broker.connections))
             bound_host, bound_port = listeners[0].socket.getsockname()[:2]
             if broker.advertised is None:
                 port = broker.config.advertised_port or bound_port
                 if broker.config.advertised_port == broker.config.listen_port:
                     port = bound_port  # advertised = listeners, possibly with port 0
                 broker.advertised = Endpoint(broker.config.advertised_host or bound_host, port)
+            if broker.cluster is not None:
+                await nursery.start(broker.cluster.run)
+            await nursery.start(functools.partial(
+                serve_listeners, functools.partial(handle_connection, broker, limits=limits), listeners,
+                handler_nursery=nursery, open_connections=lambda: broker.connections))
             await nursery.start(broker.run_housekeeping)
             await nursery.start(broker.groups.run_timers)
             logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,

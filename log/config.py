@@ -18,3 +18,4 @@ class LogConfig:
     cleanup_policy: str = "delete"           # "delete", "compact" or "compact,delete"
     message_timestamp_before_max_ms: int = 9223372036854775807  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = 9223372036854775807   # message.timestamp.after.max.ms
+    min_insync_replicas: int = 1             # min.insync.replicas (acks=all in a cluster)

@@ -174,9 +174,10 @@ class LogManager:
         return topic
 
     def write_topic(self, name: str, num_partitions: int, configs: dict[str, str], d: str, *,
-                    now_ms: int, internal: bool = False) -> Topic:
+                    now_ms: int, internal: bool = False, topic_id: uuid.UUID | None = None) -> Topic:
         """Write a new topic's files in log dir ``d``; returns it unpublished.  Blocking, and
-        reads no shared state, so it may run in a worker thread.  Raises as ``create_topic``."""
+        reads no shared state, so it may run in a worker thread.  Raises as ``create_topic``.
+        ``topic_id`` is the cluster's id for the topic (a new one when None)."""
         config = self.config_for(configs)
         for i in range(num_partitions):  # left over from a crash during an earlier create
             stale = os.path.join(d, f"{name}-{i}")
@@ -184,7 +185,7 @@ class LogManager:
                 shutil.rmtree(stale)
         parts = [PartitionLog.open(os.path.join(d, f"{name}-{i}"), config, now_ms=now_ms, recover=False)
                  for i in range(num_partitions)]
-        topic = Topic(name, uuid.uuid4(), dict(configs), parts, d, internal)
+        topic = Topic(name, topic_id or uuid.uuid4(), dict(configs), parts, d, internal)
         try:
             failed = [p.health.offline_reason for p in parts if p.offline]
             if failed:
@@ -199,14 +200,23 @@ class LogManager:
 
     def delete_topic(self, name: str) -> Topic:
         """Delete a topic and its data; raises KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION)."""
+        topic = self.detach_topic(name)
+        self.remove_topic_files(topic)
+        return topic
+
+    def detach_topic(self, name: str) -> Topic:
+        """Take a topic out of the table (no I/O); raises KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION)."""
         topic = self.topics.pop(name, None)
         if topic is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         self.topics_by_id.pop(topic.topic_id, None)
-        os.unlink(os.path.join(topic.log_dir, TOPICS_DIR, name + ".json"))
+        return topic
+
+    def remove_topic_files(self, topic: Topic) -> None:
+        """Remove a detached topic's description and logs.  Blocking; safe in a worker thread."""
+        os.unlink(os.path.join(topic.log_dir, TOPICS_DIR, topic.name + ".json"))
         for plog in topic.partitions:
             plog.delete()
-        return topic
 
     def add_partitions(self, name: str, total: int, *, now_ms: int) -> Topic:
         """Grow a topic to ``total`` partitions; raises KafkaApiError(INVALID_PARTITIONS).

@@ -52,15 +52,37 @@ def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
             "records": b""}
 
 
-def read_partition(ctx, topic_name: str, p, budget: int, first: bool) -> tuple[dict, int]:
+def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epoch: int | None,
+                  replica_id: int = -1, fetch_offset: int = -1) -> int | None:
+    """Whether this broker serves reads of the partition; raises KafkaApiError.
+
+    Single node: the leader epoch check alone.  Cluster: leadership too
+    (kwire.replication), and a follower's fetch records its log end offset;
+    returns the offset a read may go up to (None = the high watermark; a
+    follower reads up to the log end offset)."""
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        check_leader_epoch(plog, current_leader_epoch)
+        return None
+    tp = (topic_name, partition)
+    leader = cluster.replicas.check_leader(tp, plog, current_leader_epoch)
+    if replica_id < 0:
+        return None
+    cluster.replicas.on_follower_fetch(tp, leader, replica_id, fetch_offset)
+    return plog.log_end_offset
+
+
+def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
+                   replica_id: int = -1) -> tuple[dict, int]:
     plog = ctx.broker.logs.partition(topic_name, p.partition)
     if plog is None:
         return empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
     try:
-        check_leader_epoch(plog, p.current_leader_epoch)
+        max_offset = check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch,
+                                   replica_id, p.fetch_offset)
         if budget > 0 or first:
             slices = plog.read_slices(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
-                                      min_one_batch=first)
+                                      min_one_batch=first, max_offset=max_offset)
         else:
             slices = RecordSlices()
             if not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
@@ -89,13 +111,14 @@ def materialize(responses: list[dict]) -> None:
 
 def build_response(ctx, request) -> tuple[list[dict], int, bool]:
     budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+    replica_id = request.replica_id if ctx.api_version < 15 else -1
     total = 0
     errors = False
     responses = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            entry, size = read_partition(ctx, topic.topic, p, budget - total, total == 0)
+            entry, size = read_partition(ctx, topic.topic, p, budget - total, total == 0, replica_id)
             total += size
             errors = errors or entry["error_code"] != 0
             parts.append(entry)

@@ -10,7 +10,7 @@ connection goes on being served.
 """
 from __future__ import annotations
 
-from kwire.codecs.errors import ErrorCode
+from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import JoinRequest, OffsetCommit, SyncRequest
 
 from ..registry import handles
@@ -28,13 +28,34 @@ def coordinator_entry(ctx, key: str, key_type: int) -> dict:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "error_message": "kwire has no transaction coordinator yet"}
+    if ctx.broker.cluster is not None:
+        return cluster_coordinator_entry(ctx, key)
     return {"key": key, "node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port,
+            "error_code": 0, "error_message": None}
+
+
+def cluster_coordinator_entry(ctx, key: str) -> dict:
+    """The leader of the group's __consumer_offsets partition coordinates it (Kafka's rule)."""
+    from ..group_service import OFFSETS_TOPIC
+    snap = ctx.broker.cluster.snapshot
+    meta = snap.topics.get(OFFSETS_TOPIC)
+    state = None
+    if meta is not None:
+        state = snap.states.get((OFFSETS_TOPIC, service(ctx).coordinator.partition_for(key, len(meta.assignment))))
+    broker = snap.brokers.get(state.leader) if state is not None else None
+    if broker is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}
+    return {"key": key, "node_id": state.leader, "host": broker.host, "port": broker.port,
             "error_code": 0, "error_message": None}
 
 
 @handles(10, 0, 4)
 async def handle_find_coordinator(ctx, request):
-    await service(ctx).offsets_topic()
+    try:
+        await service(ctx).offsets_topic()
+    except KafkaApiError:
+        pass              # cluster mode: still being created; the entries say COORDINATOR_NOT_AVAILABLE
     key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,

@@ -15,11 +15,45 @@ NO_OPS = None  # bitfield: None encodes as -2147483648 (not requested)
 
 
 def partition_entries(ctx, topic) -> list[dict]:
+    if ctx.broker.cluster is not None:
+        return cluster_partition_entries(ctx.broker.cluster.snapshot, topic)
     node = ctx.broker.node_id
     return [{"error_code": 0, "partition_index": i, "leader_id": node,
              "leader_epoch": plog.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
              "offline_replicas": []} if not plog.offline else offline_entry(i, plog, node)
             for i, plog in enumerate(topic.partitions)]
+
+
+def cluster_partition_entries(snap, topic) -> list[dict]:
+    """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster_node)."""
+    meta = snap.topics.get(topic.name) if snap else None
+    entries = []
+    for i in range(len(topic.partitions)):
+        replicas = list(meta.assignment.get(i, ())) if meta else []
+        state = snap.states.get((topic.name, i)) if snap else None
+        offline = [r for r in replicas if r not in snap.brokers] if snap else []
+        if state is None or state.leader < 0:
+            entries.append({"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": i,
+                            "leader_id": -1, "leader_epoch": state.leader_epoch if state else -1,
+                            "replica_nodes": replicas, "isr_nodes": list(state.isr) if state else [],
+                            "offline_replicas": offline})
+            continue
+        entries.append({"error_code": 0, "partition_index": i, "leader_id": state.leader,
+                        "leader_epoch": state.leader_epoch, "replica_nodes": replicas,
+                        "isr_nodes": list(state.isr), "offline_replicas": offline})
+    return entries
+
+
+def broker_entries(ctx) -> tuple[list[dict], int]:
+    """(live brokers, controller id): this node alone, or the cluster's live brokers."""
+    cluster = ctx.broker.cluster
+    if cluster is None or cluster.snapshot is None:
+        ep = ctx.broker.advertised
+        return [{"node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port, "rack": None}], \
+            ctx.broker.node_id
+    snap = cluster.snapshot
+    return [{"node_id": i, "host": b.host, "port": b.port, "rack": b.rack}
+            for i, b in sorted(snap.brokers.items())], snap.controller_id
 
 
 def offline_entry(index: int, plog, node: int) -> dict:
@@ -54,8 +88,16 @@ async def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
     if not (allow_create and ctx.broker.config.auto_create_topics_enable):
         return error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        topic = await blocking.create_topic(logs, name, ctx.broker.config.num_partitions, {},
-                                            now_ms=ctx.broker.clock.now_ms(), exist_ok=True)
+        if ctx.broker.cluster is not None:
+            await ctx.broker.cluster.create_topic(name, ctx.broker.config.num_partitions,
+                                                  ctx.broker.config.default_replication_factor, {},
+                                                  wait_s=2.0)
+            topic = logs.get(name)
+            if topic is None:
+                return error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
+        else:
+            topic = await blocking.create_topic(logs, name, ctx.broker.config.num_partitions, {},
+                                                now_ms=ctx.broker.clock.now_ms(), exist_ok=True)
     except KafkaApiError as exc:
         return error_entry(name, exc.code)
     logger.info("auto-created topic %s with %d partition(s)", name, len(topic.partitions))
@@ -77,8 +119,7 @@ async def handle_metadata(ctx, request):
                               error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, req.topic_id))
             else:
                 topics.append(await lookup_or_create(ctx, req.name, allow_create))
-    ep = ctx.broker.advertised
-    return {"throttle_time_ms": 0,
-            "brokers": [{"node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port, "rack": None}],
-            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.broker.node_id,
+    brokers, controller_id = broker_entries(ctx)
+    return {"throttle_time_ms": 0, "brokers": brokers,
+            "cluster_id": ctx.broker.cluster_id, "controller_id": controller_id,
             "topics": topics, "authorized_operations": NO_OPS, "error_code": 0}

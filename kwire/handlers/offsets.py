@@ -7,7 +7,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..blocking import admin_lock, run_blocking
 from ..registry import handles
-from .fetch import check_leader_epoch
+from .fetch import check_serving
 
 logger = logging.getLogger("kwire.offsets")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -39,7 +39,7 @@ def list_partition(ctx, topic_name: str, p) -> dict:
         return entry
     try:
         plog.health.check_online()
-        check_leader_epoch(plog, p.current_leader_epoch)
+        check_serving(ctx, topic_name, p.partition_index, plog, p.current_leader_epoch)
         offset, timestamp = lookup(plog, p.timestamp)
     except KafkaApiError as exc:
         entry["error_code"] = int(exc.code)

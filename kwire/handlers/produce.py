@@ -1,6 +1,8 @@
 """Produce (0): validate and append record batches; acks 0/1/-1; idempotence in the log."""
 from __future__ import annotations
 
+import trio
+
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..blocking import run_blocking
@@ -19,7 +21,7 @@ def _record_errors(exc: KafkaApiError) -> list:
             for e in getattr(exc, "record_errors", ())]
 
 
-def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
+def append_partition(ctx, topic_name: str, data, flushes: list, waits: list, acks: int) -> dict:
     plog = ctx.broker.logs.partition(topic_name, data.index)
     if plog is None:
         return partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -28,16 +30,37 @@ def append_partition(ctx, topic_name: str, data, flushes: list) -> dict:
                                f"cannot append to internal topic {topic_name}")
     if data.records is None:
         return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records")
+    cluster = ctx.broker.cluster
     try:
+        if cluster is not None:      # replicated: only the leader appends (kwire.replication)
+            tp = (topic_name, data.index)
+            leader = cluster.replicas.check_leader(tp, plog, None)
+            if acks == -1:
+                cluster.replicas.check_min_isr(tp, leader)
         # One validation pass over the batches, including zstd before v7 (KIP-110).
         result = plog.append(data.records, now_ms=ctx.broker.clock.now_ms(), produce_version=ctx.api_version)
     except KafkaApiError as exc:
         return partition_error(data.index, exc.code, exc.message, _record_errors(exc))
     if result.needs_flush:
         flushes.append(plog)
+    if cluster is not None:
+        cluster.replicas.after_append(tp)
+        if acks == -1:
+            waits.append((tp, leader, result.last_offset + 1))
     return {"index": data.index, "error_code": 0, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
             "record_errors": [], "error_message": None}
+
+
+async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> None:
+    """acks=all in a cluster: hold the response until the high watermark passes each append
+    (or the request's timeout); a partition that does not get there answers the error."""
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    entries = {(t["name"], p["index"]): p for t in responses for p in t["partition_responses"]}
+    for tp, leader, required in waits:
+        code = await ctx.broker.cluster.replicas.wait_replicated(tp, leader, required, deadline)
+        if code != ErrorCode.NONE:
+            entries[tp].update(partition_error(tp[1], code))
 
 
 @handles(0, 0, 11, reject_below=3)
@@ -50,6 +73,7 @@ async def handle_produce(ctx, request):
             for p in t.partition_data]} for t in request.topic_data]
         return {"responses": responses, "throttle_time_ms": 0}
     flushes: list = []
+    waits: list = []
     responses = []
     appended = []
     for topic in request.topic_data:
@@ -58,7 +82,7 @@ async def handle_produce(ctx, request):
             if acks not in (0, 1, -1):
                 parts.append(partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
-            entry = append_partition(ctx, topic.name, data, flushes)
+            entry = append_partition(ctx, topic.name, data, flushes, waits, acks)
             if entry["error_code"] == 0:
                 appended.append((topic.name, data.index))
             parts.append(entry)
@@ -66,6 +90,8 @@ async def handle_produce(ctx, request):
     ctx.broker.notify_appended(appended)
     for plog in flushes:
         await run_blocking(plog.flush)
+    if waits:
+        await wait_for_isr(ctx, request.timeout_ms, waits, responses)
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:  # as Kafka does: the only way to tell an acks=0 producer something failed

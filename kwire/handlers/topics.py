@@ -15,7 +15,19 @@ logger = logging.getLogger("kwire.topics")
 
 
 def check_replication(ctx, replication_factor: int, assignments) -> None:
-    """Single node: replication factor 1 (or -1 = default), replicas only on this node."""
+    """Single node: replication factor 1 (or -1 = default), replicas only on this node.
+    Cluster: a manual assignment names live brokers, each at most once per partition (the
+    replication factor is checked by ``assign_replicas``)."""
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        live = cluster.snapshot.brokers
+        for a in assignments or ():
+            ids = list(a.broker_ids)
+            if not ids or len(set(ids)) != len(ids) or any(i not in live for i in ids):
+                raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"replica assignment {ids} must name distinct live brokers "
+                                    f"(live: {sorted(live)})")
+        return
     if replication_factor not in (-1, 1):
         raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"Unable to replicate the partition {replication_factor} time(s): "
@@ -46,12 +58,36 @@ def plan_topic(ctx, t) -> tuple[int, dict[str, str]]:
     return partitions, configs
 
 
-def created_entry(ctx, name, topic_id, partitions, configs) -> dict:
+def created_entry(ctx, name, topic_id, partitions, configs, replication_factor: int = 1) -> dict:
     entries = describe_topic(ctx.broker.config, configs, None, False, False)
     return {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None,
-            "num_partitions": partitions, "replication_factor": 1,
+            "num_partitions": partitions, "replication_factor": replication_factor,
             "configs": [{"name": e.name, "value": e.value, "read_only": e.read_only,
                          "config_source": e.source, "is_sensitive": e.is_sensitive} for e in entries]}
+
+
+def replication_factor_of(ctx, t) -> int:
+    if t.assignments:
+        return len(t.assignments[0].broker_ids)
+    return ctx.broker.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+
+
+async def create_in_cluster(ctx, t, partitions: int, configs, validate_only: bool, timeout_ms: int):
+    """Assign replicas over the live brokers and write the topic to ZooKeeper; the controller
+    elects its leaders.  Returns the topic id (None when only validating)."""
+    from kwire.admin.assignment import assign_replicas
+    cluster = ctx.broker.cluster
+    brokers = {i: b.rack for i, b in cluster.snapshot.brokers.items()}
+    if t.assignments:
+        assignment = {i: tuple(a.broker_ids) for i, a in enumerate(t.assignments)}
+    else:
+        assignment = assign_replicas(brokers, partitions, replication_factor_of(ctx, t))
+    if validate_only:
+        return None
+    await cluster.create_topic(t.name, partitions, 0, configs, assignment,
+                               wait_s=max(timeout_ms, 0) / 1000 or 10.0)
+    topic = ctx.broker.logs.get(t.name)
+    return topic.topic_id if topic else None
 
 
 @handles(19, 2, 7)
@@ -61,12 +97,16 @@ async def handle_create_topics(ctx, request):
         try:
             partitions, configs = plan_topic(ctx, t)
             topic_id = None
-            if not request.validate_only:
+            if ctx.broker.cluster is not None:
+                topic_id = await create_in_cluster(ctx, t, partitions, configs, request.validate_only,
+                                                   request.timeout_ms)
+            elif not request.validate_only:
                 topic = await blocking.create_topic(ctx.broker.logs, t.name, partitions, configs,
                                                     now_ms=ctx.broker.clock.now_ms())
                 topic_id = topic.topic_id
                 logger.info("created topic %s (%d partitions, configs %s)", t.name, partitions, configs)
-            results.append(created_entry(ctx, t.name, topic_id, partitions, configs))
+            rf = replication_factor_of(ctx, t) if ctx.broker.cluster is not None else 1
+            results.append(created_entry(ctx, t.name, topic_id, partitions, configs, rf))
         except KafkaApiError as exc:
             results.append({"name": t.name, "topic_id": None, "error_code": int(exc.code),
                             "error_message": exc.message, "num_partitions": -1,
@@ -94,12 +134,35 @@ def delete_one(ctx, name, topic_id) -> dict:
         return {"name": name, "topic_id": topic_id, "error_code": int(exc.code), "error_message": exc.message}
 
 
+async def delete_in_cluster(ctx, name, topic_id, timeout_ms: int) -> dict:
+    """Mark the topic for deletion in ZooKeeper; the controller removes it and every broker
+    deletes its logs.  Waits until this broker's copy is gone (or the request's timeout)."""
+    logs = ctx.broker.logs
+    topic = logs.topics_by_id.get(topic_id) if name is None else logs.get(name)
+    try:
+        if topic is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID if name is None else
+                                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        name = topic.name
+        if not ctx.broker.config.delete_topic_enable:
+            raise KafkaApiError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        if name in INTERNAL_TOPICS:
+            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{name} is an internal topic")
+        await ctx.broker.cluster.delete_topic(name, max(timeout_ms, 0) / 1000 or 30.0)
+        return {"name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}
+    except KafkaApiError as exc:
+        return {"name": name, "topic_id": topic_id, "error_code": int(exc.code), "error_message": exc.message}
+
+
 @handles(20, 1, 6)
 async def handle_delete_topics(ctx, request):
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    if ctx.broker.cluster is not None:
+        return {"throttle_time_ms": 0, "responses": [await delete_in_cluster(ctx, n, i, request.timeout_ms)
+                                                     for n, i in wanted]}
     async with blocking.admin_lock(ctx.broker.logs):  # not while a topic's files are being written
         responses = [delete_one(ctx, n, i) for n, i in wanted]
     return {"throttle_time_ms": 0, "responses": responses}
@@ -116,6 +179,10 @@ async def grow_one(ctx, t, validate_only: bool) -> dict:
                                 f"Topic currently has {current} partitions, which is higher than or "
                                 f"equal to the requested {t.count}.")
         check_replication(ctx, 1, t.assignments)
+        if ctx.broker.cluster is not None:
+            if not validate_only:
+                await ctx.broker.cluster.add_partitions(t.name, t.count, t.assignments)
+            return {"name": t.name, "error_code": 0, "error_message": None}
         if not validate_only:
             await blocking.add_partitions(ctx.broker.logs, t.name, t.count, now_ms=ctx.broker.clock.now_ms())
         return {"name": t.name, "error_code": 0, "error_message": None}

@@ -1,0 +1,222 @@
+"""Replication on the follower's side: one fetcher task per source broker.
+
+A follower copies its leader's log with Kafka's own protocol:
+
+1. Truncation (KIP-101/279): before fetching a partition it asks the leader,
+   with OffsetForLeaderEpoch, where the follower's latest leader epoch ends in
+   the leader's log, and truncates its own log there.  With no epoch in
+   common it truncates to its high watermark.  Replicas therefore never
+   diverge, even after an unclean or fast failover.
+2. Fetch with ``replica_id`` = this broker's id and ``current_leader_epoch`` =
+   the epoch the follower knows; the batches come back with offsets and
+   epochs stamped and are appended unchanged (``append_as_follower``).  The
+   follower's high watermark is min(leader's high watermark, its own LEO).
+
+A partition leaves its fetcher when the cluster node sees a new leader; an
+epoch error from the leader (FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER) parks the
+partition until the new state arrives from ZooKeeper.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Callable
+
+import trio
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from .blocking import run_blocking
+from .peer import PeerConnection, PeerError
+
+logger = logging.getLogger("kwire.fetcher")
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+TopicPartition = tuple[str, int]
+WAIT_FOR_METADATA = {ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                     ErrorCode.KAFKA_STORAGE_ERROR}
+
+
+@dataclasses.dataclass
+class FollowState:
+    plog: object
+    leader_epoch: int
+    truncated: bool = False        # OffsetForLeaderEpoch done for this leader epoch
+    parked_until: float = 0.0      # trio time: an epoch error waits for the next state
+
+
+class ReplicaFetcher:
+    """Copies the partitions led by ``source_id`` into this broker's logs."""
+
+    def __init__(self, node_id: int, source_id: int, endpoint: Callable[[int], tuple[str, int] | None],
+                 config, clock):
+        self.node_id = node_id
+        self.source_id = source_id
+        self.endpoint = endpoint
+        self.clock = clock
+        self.wait_ms = config.value_of("replica.fetch.wait.max.ms")
+        self.partition_max_bytes = config.value_of("replica.fetch.max.bytes")
+        self.max_bytes = config.value_of("replica.fetch.response.max.bytes")
+        self.backoff_s = config.value_of("replica.fetch.backoff.ms") / 1000
+        self.timeout_s = config.value_of("replica.socket.timeout.ms") / 1000
+        self.partitions: dict[TopicPartition, FollowState] = {}
+        self._changed = trio.Event()
+        self.cancel_scope = trio.CancelScope()
+
+    def follow(self, tp: TopicPartition, plog, leader_epoch: int) -> None:
+        """Fetch ``tp`` from this source in ``leader_epoch`` (truncating first when new)."""
+        state = self.partitions.get(tp)
+        if state is None or state.leader_epoch != leader_epoch:
+            self.partitions[tp] = FollowState(plog, leader_epoch)
+            self._changed.set()
+
+    def forget(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def run(self) -> None:
+        """Fetch until cancelled (``cancel_scope``); reconnects with back-off on errors."""
+        with self.cancel_scope:
+            while True:
+                if not self._ready():
+                    self._changed = trio.Event()
+                    with trio.move_on_after(0.1):
+                        await self._changed.wait()
+                    continue
+                address = self.endpoint(self.source_id)
+                if address is None:
+                    await trio.sleep(self.backoff_s)
+                    continue
+                try:
+                    conn = await PeerConnection.open(*address, f"kwire-replica-{self.node_id}",
+                                                     self.timeout_s)
+                except PeerError as exc:
+                    logger.info("fetcher from broker %d: %s", self.source_id, exc)
+                    await trio.sleep(self.backoff_s)
+                    continue
+                try:
+                    while self._ready():
+                        await self._truncate(conn)
+                        await self._fetch(conn)
+                except PeerError as exc:
+                    logger.info("fetcher from broker %d: %s; reconnecting", self.source_id, exc)
+                    await trio.sleep(self.backoff_s)
+                finally:
+                    await conn.aclose()
+
+    def _ready(self) -> dict[TopicPartition, FollowState]:
+        now = trio.current_time()
+        return {tp: s for tp, s in self.partitions.items() if s.parked_until <= now}
+
+    # -- truncation ------------------------------------------------------------------------
+    async def _truncate(self, conn: PeerConnection) -> None:
+        pending = {tp: s for tp, s in self._ready().items() if not s.truncated}
+        if not pending:
+            return
+        by_topic: dict[str, list] = {}
+        for (topic, partition), s in pending.items():
+            latest = s.plog.latest_epoch()
+            by_topic.setdefault(topic, []).append({
+                "partition": partition, "current_leader_epoch": s.leader_epoch,
+                "leader_epoch": -1 if latest is None else latest})
+        response = await conn.request(23, EPOCH_VERSION, replica_id=self.node_id, topics=[
+            {"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        for topic in response.topics:
+            for p in topic.partitions:
+                s = self.partitions.get((topic.topic, p.partition))
+                if s is None or s is not pending.get((topic.topic, p.partition)):
+                    continue
+                await self._truncate_one((topic.topic, p.partition), s, p)
+
+    async def _truncate_one(self, tp: TopicPartition, s: FollowState, p) -> None:
+        code = ErrorCode(p.error_code)
+        if code != ErrorCode.NONE:
+            self._park(tp, s, code)
+            return
+        plog = s.plog
+        done = True
+        if p.leader_epoch < 0 or p.end_offset < 0:
+            target = plog.high_watermark          # no epoch in common: keep what was committed
+        else:
+            own_epoch, own_end = plog.epoch_end_offset(p.leader_epoch)
+            if own_epoch == p.leader_epoch:
+                target = min(p.end_offset, own_end)
+            elif own_end >= 0:
+                # The leader's epoch is one this follower never had: cut back to where the
+                # follower's own epoch below it ends, then ask again with that epoch (KIP-279).
+                target = own_end
+                done = target >= plog.log_end_offset
+            else:
+                target = min(p.end_offset, plog.log_end_offset)
+        if target < plog.log_end_offset:
+            logger.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)", tp[0], tp[1],
+                        plog.log_end_offset, target, p.leader_epoch, p.end_offset)
+            try:
+                await run_blocking(plog.truncate_to, target)
+            except KafkaApiError as exc:
+                logger.error("%s-%d: truncation failed: %s", tp[0], tp[1], exc.message)
+                self._park(tp, s, exc.code)
+                return
+        s.truncated = done
+
+    def _park(self, tp: TopicPartition, s: FollowState, code: ErrorCode) -> None:
+        logger.debug("%s-%d: %s from broker %d; waiting for new state", tp[0], tp[1], code.name,
+                     self.source_id)
+        s.parked_until = trio.current_time() + max(self.backoff_s, 0.05)
+        s.truncated = False
+
+    # -- fetching ---------------------------------------------------------------------------
+    async def _fetch(self, conn: PeerConnection) -> None:
+        ready = {tp: s for tp, s in self._ready().items() if s.truncated}
+        if not ready:
+            return
+        by_topic: dict[str, list] = {}
+        for (topic, partition), s in ready.items():
+            by_topic.setdefault(topic, []).append({
+                "partition": partition, "current_leader_epoch": s.leader_epoch,
+                "fetch_offset": s.plog.log_end_offset, "last_fetched_epoch": -1,
+                "log_start_offset": s.plog.log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes})
+        response = await conn.request(
+            1, FETCH_VERSION, wait_s=self.wait_ms / 1000, replica_id=self.node_id,
+            max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=self.max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        if response.error_code:
+            raise PeerError(f"fetch answered {ErrorCode(response.error_code).name}")
+        flushes, restarts = [], []
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition_index)
+                s = self.partitions.get(tp)
+                if s is not None and s is ready.get(tp):
+                    self._apply(tp, s, p, flushes, restarts)
+        for plog in flushes:
+            await run_blocking(plog.flush)
+        for plog, offset in restarts:
+            await run_blocking(plog.truncate_fully_and_start_at, offset)
+
+    def _apply(self, tp: TopicPartition, s: FollowState, p, flushes: list, restarts: list) -> None:
+        code = ErrorCode(p.error_code)
+        plog = s.plog
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE and plog.log_end_offset < p.log_start_offset:
+            # Behind the leader's log start (retention or DeleteRecords): start over there.
+            restarts.append((plog, p.log_start_offset))
+            return
+        if code != ErrorCode.NONE:
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                s.truncated = False               # ahead of the leader: truncate again
+            else:
+                self._park(tp, s, code)
+            return
+        if p.records:
+            try:
+                result = plog.append_as_follower(p.records, now_ms=self.clock.now_ms())
+            except KafkaApiError as exc:
+                logger.error("%s-%d: follower append failed: %s", tp[0], tp[1], exc.message)
+                self._park(tp, s, exc.code)
+                return
+            if result.needs_flush:
+                flushes.append(plog)
+        plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))

@@ -1,0 +1,68 @@
+"""OffsetForLeaderEpoch (23) and ElectLeaders (43)."""
+from __future__ import annotations
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..registry import handles
+from .fetch import check_serving
+
+PREFERRED = 0      # ElectLeaders election_type; 1 = unclean
+
+
+def epoch_entry(ctx, topic_name: str, p) -> dict:
+    """Where ``p.leader_epoch`` ends in this leader's log (KIP-101): the largest epoch <= the
+    requested one and the start offset of the next, or the log end offset for the latest."""
+    entry = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+    plog = ctx.broker.logs.partition(topic_name, p.partition)
+    if plog is None:
+        entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return entry
+    try:
+        plog.health.check_online()
+        check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch)
+    except KafkaApiError as exc:
+        entry["error_code"] = int(exc.code)
+        return entry
+    epoch, end_offset = plog.epoch_end_offset(p.leader_epoch)
+    entry.update(leader_epoch=epoch, end_offset=end_offset)
+    return entry
+
+
+@handles(23, 2, 4)
+async def handle_offset_for_leader_epoch(ctx, request):
+    return {"throttle_time_ms": 0, "topics": [
+        {"topic": t.topic, "partitions": [epoch_entry(ctx, t.topic, p) for p in t.partitions]}
+        for t in request.topics]}
+
+
+def _results(wanted: dict[str, list[int]], codes) -> list[dict]:
+    return [{"topic": topic, "partition_result": [
+        {"partition_id": p, "error_code": int(codes(topic, p)), "error_message": None} for p in parts]}
+        for topic, parts in wanted.items()]
+
+
+@handles(43, 0, 2)
+async def handle_elect_leaders(ctx, request):
+    """Preferred-leader election (unclean elections are refused).  A single node is always
+    its partitions' preferred leader: ELECTION_NOT_NEEDED."""
+    election_type = getattr(request, "election_type", PREFERRED)
+    cluster = ctx.broker.cluster
+    if request.topic_partitions is None:
+        wanted = {t.name: list(range(len(t.partitions))) for t in ctx.broker.logs.topics.values()}
+    else:
+        wanted = {}
+        for tp in request.topic_partitions:
+            wanted.setdefault(tp.topic, []).extend(tp.partitions)
+    if election_type != PREFERRED:
+        code = ErrorCode.INVALID_REQUEST
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "replica_election_results": _results(wanted, lambda t, p: code)}
+    if cluster is None:
+        def local(topic, p):
+            known = ctx.broker.logs.partition(topic, p) is not None
+            return ErrorCode.ELECTION_NOT_NEEDED if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": _results(wanted, local)}
+    partitions = [(t, p) for t, parts in wanted.items() for p in parts]
+    codes = await cluster.request_preferred_election(partitions, request.timeout_ms / 1000)
+    return {"throttle_time_ms": 0, "error_code": 0,
+            "replica_election_results": _results(wanted, lambda t, p: codes[(t, p)])}

@@ -1,0 +1,223 @@
+"""Replication on the leader's side: ISR, follower log end offsets, the high watermark, acks=all.
+
+Kafka's rules (ZooKeeper-era ReplicaManager / Partition), as kept here:
+
+* The leader learns a follower's log end offset (LEO) from the ``fetch_offset``
+  of the follower's Fetch (``replica_id`` = its broker id), after checking the
+  follower's ``current_leader_epoch``.
+* The high watermark is the minimum LEO over the ISR (the leader's own LEO
+  included).  It only moves forward; consumers read below it, ListOffsets
+  latest returns it.
+* A follower that has not caught up with the leader's LEO for
+  ``replica.lag.time.max.ms`` leaves the ISR; a follower outside the ISR whose
+  LEO reaches the high watermark (and the start of the leader's epoch) joins
+  it.  The leader writes ISR changes itself, as a conditional update of the
+  partition's state znode (``write_isr``), so a deposed leader's write fails
+  on the znode version and it stops acting as leader.
+* ``acks=all`` waits until the high watermark passes the appended batch;
+  ``min.insync.replicas`` is checked before the append (NOT_ENOUGH_REPLICAS)
+  and again when the wait ends (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+
+The follower's side (fetching, truncation) is in ``kwire.fetcher``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Awaitable, Callable
+
+import trio
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+logger = logging.getLogger("kwire.replication")
+
+TopicPartition = tuple[str, int]
+# write_isr(tp, new_isr, leader_epoch, expected_version) -> the znode's new version, or None
+# when the conditional update failed (the state moved on: this broker may no longer lead).
+WriteIsr = Callable[[TopicPartition, tuple[int, ...], int, int], Awaitable[int | None]]
+
+
+@dataclasses.dataclass
+class LeaderState:
+    """What the leader of one partition knows about its replicas."""
+    plog: object
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    zk_version: int
+    epoch_start_offset: int
+    follower_leo: dict[int, int] = dataclasses.field(default_factory=dict)
+    caught_up_ms: dict[int, int] = dataclasses.field(default_factory=dict)
+    hw_event: trio.Event = dataclasses.field(default_factory=trio.Event)
+
+
+class ReplicaManager:
+    """Leader-side replica state of every partition this broker leads.  Trio thread only."""
+
+    def __init__(self, node_id: int, config, clock, notify_appended: Callable, write_isr: WriteIsr):
+        self.node_id = node_id
+        self.lag_ms = config.value_of("replica.lag.time.max.ms")
+        self.clock = clock
+        self.notify_appended = notify_appended
+        self.write_isr = write_isr
+        self.leaders: dict[TopicPartition, LeaderState] = {}
+        self.shutting_down: set[int] = set()     # brokers in controlled shutdown never rejoin an ISR
+        self._isr_wake = trio.Event()
+
+    # -- role changes (from the cluster node, after reading ZooKeeper) ----------------
+    def become_leader(self, tp: TopicPartition, plog, leader_epoch: int, replicas, isr,
+                      zk_version: int) -> None:
+        """Lead ``tp`` in ``leader_epoch``; idempotent for the same epoch (only the ISR and
+        znode version are refreshed).  Raises OSError if the epoch checkpoint cannot be written."""
+        state = self.leaders.get(tp)
+        if state is not None and state.leader_epoch == leader_epoch:
+            state.isr, state.replicas, state.zk_version = tuple(isr), tuple(replicas), zk_version
+            self._advance_hw(tp, state)
+            return
+        plog.enable_replication()
+        plog.set_leader_epoch(leader_epoch, plog.log_end_offset)
+        plog.leader_epoch = leader_epoch
+        now = self.clock.now_ms()
+        state = LeaderState(plog, leader_epoch, tuple(replicas), tuple(isr), zk_version,
+                            plog.log_end_offset,
+                            caught_up_ms={r: now for r in isr if r != self.node_id})
+        old = self.leaders.get(tp)
+        self.leaders[tp] = state
+        if old is not None:
+            old.hw_event.set()
+        logger.info("%s-%d: leader in epoch %d, isr %s", tp[0], tp[1], leader_epoch, list(isr))
+        self._advance_hw(tp, state)
+
+    def stop_leading(self, tp: TopicPartition) -> None:
+        """No longer the leader of ``tp``: wake its acks=all waiters (they answer NOT_LEADER)."""
+        state = self.leaders.pop(tp, None)
+        if state is not None:
+            state.hw_event.set()
+            self.notify_appended([tp])
+
+    def leader(self, tp: TopicPartition) -> LeaderState | None:
+        return self.leaders.get(tp)
+
+    # -- fetch and produce hooks ------------------------------------------------------
+    def check_leader(self, tp: TopicPartition, plog, current_leader_epoch: int | None) -> LeaderState:
+        """The leader state of ``tp``.  As Kafka's Partition: the client's epoch is checked
+        against the epoch this broker knows (leader or follower) first, then leadership.
+        Raises KafkaApiError(FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER)."""
+        if current_leader_epoch is not None and current_leader_epoch >= 0:
+            if current_leader_epoch < plog.leader_epoch:
+                raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > plog.leader_epoch:
+                raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        state = self.leaders.get(tp)
+        if state is None:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                f"this broker is not the leader of {tp[0]}-{tp[1]}")
+        return state
+
+    def check_min_isr(self, tp: TopicPartition, state: LeaderState) -> None:
+        """Before an acks=all append; raises KafkaApiError(NOT_ENOUGH_REPLICAS)."""
+        needed = state.plog.config.min_insync_replicas
+        if len(state.isr) < needed:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"The size of the current ISR {list(state.isr)} is insufficient to "
+                                f"satisfy the min.isr requirement of {needed} for partition {tp[0]}-{tp[1]}")
+
+    def after_append(self, tp: TopicPartition) -> None:
+        """The leader's LEO moved: with a one-member ISR the high watermark follows at once."""
+        state = self.leaders.get(tp)
+        if state is not None:
+            self._advance_hw(tp, state)
+
+    def on_follower_fetch(self, tp: TopicPartition, state: LeaderState, replica_id: int,
+                          fetch_offset: int) -> None:
+        """Record a follower's LEO (its fetch offset); may move the high watermark and ask
+        for an ISR expansion."""
+        if replica_id not in state.replicas:
+            return
+        plog = state.plog
+        state.follower_leo[replica_id] = fetch_offset
+        if fetch_offset >= plog.log_end_offset:
+            state.caught_up_ms[replica_id] = self.clock.now_ms()
+        if (replica_id not in state.isr and fetch_offset >= plog.high_watermark
+                and fetch_offset >= state.epoch_start_offset):
+            self._isr_wake.set()
+        self._advance_hw(tp, state)
+
+    async def wait_replicated(self, tp: TopicPartition, state: LeaderState, required: int,
+                              deadline: float) -> ErrorCode:
+        """Wait until the high watermark reaches ``required`` (acks=all).  Returns NONE,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT.
+        Cancel-safe: nothing is held while waiting."""
+        while True:
+            if self.leaders.get(tp) is not state:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if state.plog.high_watermark >= required:
+                if len(state.isr) < state.plog.config.min_insync_replicas:
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            if trio.current_time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            with trio.move_on_at(deadline):
+                await state.hw_event.wait()
+
+    # -- the high watermark -------------------------------------------------------------
+    def _advance_hw(self, tp: TopicPartition, state: LeaderState) -> None:
+        plog = state.plog
+        hw = plog.log_end_offset
+        for r in state.isr:
+            if r != self.node_id:
+                hw = min(hw, state.follower_leo.get(r, -1))
+        if hw >= 0 and plog.update_high_watermark(hw):
+            event, state.hw_event = state.hw_event, trio.Event()
+            event.set()
+            self.notify_appended([tp])
+
+    # -- ISR maintenance -------------------------------------------------------------
+    def wanted_isr(self, state: LeaderState, now_ms: int) -> tuple[int, ...]:
+        """The ISR this leader should publish: laggards out, caught-up followers in."""
+        plog = state.plog
+        isr = [r for r in state.isr if r == self.node_id
+               or now_ms - state.caught_up_ms.get(r, now_ms) <= self.lag_ms]
+        for r in state.replicas:
+            leo = state.follower_leo.get(r, -1)
+            if (r not in isr and r != self.node_id and r not in self.shutting_down
+                    and leo >= plog.high_watermark
+                    and leo >= state.epoch_start_offset
+                    and now_ms - state.caught_up_ms.get(r, -self.lag_ms - 1) <= self.lag_ms):
+                isr.append(r)
+        if self.node_id not in isr:
+            isr.insert(0, self.node_id)
+        return tuple(r for r in state.replicas if r in isr)
+
+    async def run_isr_maintenance(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Shrink and expand ISRs: every lag/2 ms, and at once when a follower catches up."""
+        task_status.started()
+        interval = max(self.lag_ms / 2000, 0.05)
+        while True:
+            with trio.move_on_after(interval):
+                await self._isr_wake.wait()
+            self._isr_wake = trio.Event()
+            await self.update_isrs()
+
+    async def update_isrs(self) -> None:
+        now = self.clock.now_ms()
+        for tp, state in list(self.leaders.items()):
+            isr = self.wanted_isr(state, now)
+            if set(isr) == set(state.isr):
+                continue
+            version = await self.write_isr(tp, isr, state.leader_epoch, state.zk_version)
+            if self.leaders.get(tp) is not state:
+                continue
+            if version is None:
+                logger.info("%s-%d: ISR update to %s lost a race (znode version %d moved on); "
+                            "waiting for the new state", tp[0], tp[1], list(isr), state.zk_version)
+                continue
+            logger.info("%s-%d: ISR %s -> %s", tp[0], tp[1], list(state.isr), list(isr))
+            for r in isr:
+                if r not in state.isr:
+                    state.caught_up_ms[r] = now
+            state.isr, state.zk_version = isr, version
+            self._advance_hw(tp, state)
+            state.hw_event.set()          # waiters re-check min.insync.replicas
+            state.hw_event = trio.Event()

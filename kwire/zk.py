@@ -1,0 +1,338 @@
+"""The one adapter between kwire and ZooKeeper (kazoo).
+
+Every method here blocks (kazoo's synchronous API) and is called from a
+worker thread by ``kwire.cluster_node``; nothing here touches broker state.
+Watches and session changes come back on kazoo's own thread through two
+callbacks given at construction: ``on_change()`` (something we read changed:
+read again) and ``on_session(state)`` ("connected", "suspended", "lost").
+The cluster node turns both into Trio wake-ups through its Trio token, so
+ZooKeeper events cross into Trio through one door.
+
+The data layout is Kafka's (``kwire.admin.zk_layout``), so ``zkCli.sh``
+shows what an operator of a ZooKeeper-era Kafka cluster expects.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from kwire.admin import zk_layout as layout
+from kwire.admin.controller import PartitionState, StateWrite
+
+logger = logging.getLogger("kwire.zk")
+# kwire: a broker asks for a controlled shutdown by creating /admin/controlled_shutdown/<id>
+# (Kafka's brokers send the ControlledShutdown RPC to the controller instead).
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+
+
+class ZooKeeperUnavailable(Exception):
+    """ZooKeeper could not be reached within zookeeper.connection.timeout.ms."""
+
+
+class BrokerIdInUse(Exception):
+    """Another live broker registered this broker.id; ``endpoint`` is its (host, port)."""
+
+    def __init__(self, message: str, endpoint: tuple[str, int]):
+        super().__init__(message)
+        self.endpoint = endpoint
+
+
+@dataclasses.dataclass
+class TopicMeta:
+    assignment: dict[int, tuple[int, ...]]
+    topic_id: object            # uuid.UUID or None (a topic created by an old tool)
+    version: int                # znode version, for CreatePartitions
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """Everything a broker reads from ZooKeeper, with watches set on all of it."""
+    brokers: dict[int, layout.BrokerInfo]
+    controller_id: int
+    topics: dict[str, TopicMeta]
+    configs: dict[str, dict[str, str]]
+    states: dict[tuple[str, int], PartitionState]
+    deleting: set[str]
+    shutting_down: set[int]             # brokers in controlled shutdown
+    preferred: list[tuple[str, int]] | None = None   # a pending /admin/preferred_replica_election
+
+
+class ZooKeeperClient:
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int,
+                 on_change: Callable[[], None], on_session: Callable[[str], None]):
+        self.connect = connect
+        self.connection_timeout_s = connection_timeout_ms / 1000
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+                                  connection_retry={"max_tries": -1, "max_delay": 1.0},
+                                  command_retry={"max_tries": 3, "max_delay": 1.0})
+        self._on_change = on_change
+        self._on_session = on_session
+        self.client.add_listener(self._listener)
+
+    # -- session ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect, retrying until zookeeper.connection.timeout.ms; raises ZooKeeperUnavailable."""
+        deadline = time.monotonic() + self.connection_timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self.client.start(timeout=min(2.0, max(deadline - time.monotonic(), 0.1)))
+                return
+            except KazooTimeoutError:
+                if time.monotonic() >= deadline:
+                    self.client.stop()
+                    raise ZooKeeperUnavailable(
+                        f"ZooKeeper at {self.connect} did not answer within "
+                        f"{self.connection_timeout_s:.0f} s (zookeeper.connection.timeout.ms)") from None
+                logger.warning("ZooKeeper at %s not reachable yet (attempt %d); retrying",
+                               self.connect, attempt)
+
+    def stop(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        except Exception:           # best effort at shutdown
+            logger.debug("closing the ZooKeeper client", exc_info=True)
+
+    def _listener(self, state) -> None:
+        name = {KazooState.CONNECTED: "connected", KazooState.SUSPENDED: "suspended",
+                KazooState.LOST: "lost"}[state]
+        self._on_session(name)
+
+    def _watch(self, _event=None) -> None:
+        self._on_change()
+
+    # -- bootstrap ------------------------------------------------------------------------
+    def ensure_paths(self) -> None:
+        for path in layout.PERSISTENT_PATHS:
+            self.client.ensure_path(path)
+
+    def cluster_id(self, proposed: str) -> str:
+        """The cluster's id, created from ``proposed`` by the first broker."""
+        try:
+            self.client.create(layout.CLUSTER_ID, layout.encode_cluster_id(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = self.client.get(layout.CLUSTER_ID)
+            return layout.decode_cluster_id(data)
+
+    def register_broker(self, info) -> None:
+        """Create the ephemeral /brokers/ids/<id>.  Raises BrokerIdInUse naming the other
+        broker's endpoint.  A node left by this broker's own expired session is replaced."""
+        path = layout.broker_path(info.broker_id)
+        try:
+            self.client.create(path, layout.encode_broker(info), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            data, stat = self.client.get(path)
+            if stat.ephemeralOwner == self.client.client_id[0]:
+                return
+            other = layout.decode_broker(data)
+            raise BrokerIdInUse(f"broker.id {info.broker_id} is already registered in ZooKeeper by "
+                                f"the broker at {other.host}:{other.port}", (other.host, other.port)) from None
+
+    # -- controller -----------------------------------------------------------------------
+    def try_become_controller(self, broker_id: int, now_ms: int) -> tuple[int, int] | None:
+        """Create /controller; on success bump /controller_epoch and return (epoch, its znode
+        version).  None when another broker is controller."""
+        try:
+            self.client.create(layout.CONTROLLER, layout.encode_controller(broker_id, now_ms),
+                               ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            try:
+                data, stat = self.client.get(layout.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    stat = self.client.create(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(1),
+                                              include_data=True)[1]
+                    return 1, stat.version
+                except NodeExistsError:
+                    continue
+            epoch = layout.decode_controller_epoch(data) + 1
+            try:
+                stat = self.client.set(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch),
+                                       version=stat.version)
+                return epoch, stat.version
+            except BadVersionError:
+                continue
+
+    def resign_controller(self, broker_id: int) -> None:
+        try:
+            data, _ = self.client.get(layout.CONTROLLER)
+            if layout.decode_controller(data) == broker_id:
+                self.client.delete(layout.CONTROLLER)
+        except NoNodeError:
+            pass
+
+    # -- reading the cluster --------------------------------------------------------------
+    def read_snapshot(self) -> Snapshot:
+        """Read brokers, controller, topics, configs, partition states and deletion markers,
+        setting a watch on each.  Pipelined with kazoo's async calls."""
+        c = self.client
+        ids = c.get_children(layout.BROKER_IDS, watch=self._watch)
+        names = c.get_children(layout.TOPICS, watch=self._watch)
+        deleting = set(c.get_children(layout.DELETE_TOPICS, watch=self._watch))
+        c.ensure_path(CONTROLLED_SHUTDOWN)
+        shutting_down = {int(i) for i in c.get_children(CONTROLLED_SHUTDOWN, watch=self._watch)}
+        brokers = {}
+        for i, res in [(i, c.get_async(layout.broker_path(int(i)), watch=self._watch)) for i in ids]:
+            data = _result(res)
+            if data is not None:
+                brokers[int(i)] = layout.decode_broker(data[0])
+        controller = _result(c.get_async(layout.CONTROLLER, watch=self._watch)) \
+            if c.exists(layout.CONTROLLER, watch=self._watch) else None
+        topics, configs = {}, {}
+        pending = [(n, c.get_async(layout.topic_path(n), watch=self._watch),
+                    c.get_async(layout.config_topic_path(n), watch=self._watch)) for n in names]
+        for name, tres, cres in pending:
+            tdata, cdata = _result(tres), _result(cres)
+            if tdata is None:
+                continue
+            assignment, topic_id = layout.decode_assignment(tdata[0])
+            topics[name] = TopicMeta(assignment, topic_id, tdata[1].version)
+            configs[name] = layout.decode_topic_config(cdata[0]) if cdata else {}
+        reads = [((n, p), c.get_async(layout.partition_state_path(n, p), watch=self._watch))
+                 for n, meta in topics.items() for p in meta.assignment]
+        states = {}
+        missing = []
+        for tp, res in reads:
+            data = _result(res)
+            if data is not None:
+                states[tp] = layout.decode_partition_state(data[0], data[1].version)
+            else:
+                missing.append(tp)
+        # A get on a missing znode sets no watch: watch its creation with exists().
+        for res in [c.exists_async(layout.partition_state_path(*tp), watch=self._watch) for tp in missing]:
+            if res.get() is not None:
+                self._on_change()
+        controller_id = layout.decode_controller(controller[0]) if controller else -1
+        preferred = None
+        if c.exists(layout.PREFERRED_ELECTION, watch=self._watch):
+            found = _result(c.get_async(layout.PREFERRED_ELECTION, watch=self._watch))
+            preferred = layout.decode_preferred_election(found[0]) if found else None
+        return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred)
+
+    def request_preferred_election(self, partitions: list[tuple[str, int]]) -> bool:
+        """Kafka's ZooKeeper-era request to the controller; False if one is already pending."""
+        try:
+            self.client.create(layout.PREFERRED_ELECTION, layout.encode_preferred_election(partitions),
+                               makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def finish_preferred_election(self) -> None:
+        try:
+            self.client.delete(layout.PREFERRED_ELECTION)
+        except NoNodeError:
+            pass
+
+    # -- writing --------------------------------------------------------------------------
+    def write_states(self, writes: list[StateWrite], epoch_version: int) -> int:
+        """Apply the controller's writes, each in a transaction that checks /controller_epoch's
+        version (a deposed controller cannot write).  Returns how many succeeded."""
+        done = 0
+        for w in writes:
+            path = layout.partition_state_path(w.topic, w.partition)
+            tx = self.client.transaction()
+            tx.check(layout.CONTROLLER_EPOCH, epoch_version)
+            data = layout.encode_partition_state(w.state)
+            if w.expected_version < 0:
+                self.client.ensure_path(path.rsplit("/", 1)[0])
+                tx.create(path, data)
+            else:
+                tx.set_data(path, data, version=w.expected_version)
+            results = tx.commit()
+            if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
+                logger.info("state write for %s-%d failed: %s", w.topic, w.partition, results)
+            else:
+                done += 1
+        return done
+
+    def write_isr(self, topic: str, partition: int, state: PartitionState, expected_version: int) -> int | None:
+        """The leader's conditional ISR update; the new znode version, or None on a lost race."""
+        try:
+            stat = self.client.set(layout.partition_state_path(topic, partition),
+                                   layout.encode_partition_state(state), version=expected_version)
+            return stat.version
+        except (BadVersionError, NoNodeError):
+            return None
+
+    def create_topic(self, name: str, assignment, configs: dict[str, str], topic_id) -> bool:
+        """Write /config/topics/<t> then /brokers/topics/<t> (Kafka's order); False if it exists."""
+        if self.client.exists(layout.topic_path(name)):
+            return False
+        self.client.ensure_path(layout.CONFIG_TOPICS)
+        try:
+            self.client.create(layout.config_topic_path(name), layout.encode_topic_config(configs))
+        except NodeExistsError:
+            self.client.set(layout.config_topic_path(name), layout.encode_topic_config(configs))
+        try:
+            self.client.create(layout.topic_path(name), layout.encode_assignment(assignment, topic_id))
+        except NodeExistsError:
+            return False
+        return True
+
+    def set_assignment(self, name: str, assignment, topic_id, expected_version: int) -> bool:
+        try:
+            self.client.set(layout.topic_path(name), layout.encode_assignment(assignment, topic_id),
+                            version=expected_version)
+            return True
+        except (BadVersionError, NoNodeError):
+            return False
+
+    def set_topic_config(self, name: str, configs: dict[str, str]) -> None:
+        self.client.ensure_path(layout.CONFIG_TOPICS)
+        try:
+            self.client.set(layout.config_topic_path(name), layout.encode_topic_config(configs))
+        except NoNodeError:
+            self.client.create(layout.config_topic_path(name), layout.encode_topic_config(configs))
+
+    def mark_for_deletion(self, name: str) -> None:
+        try:
+            self.client.create(layout.delete_topic_path(name), makepath=True)
+        except NodeExistsError:
+            pass
+
+    def delete_topic_znodes(self, name: str) -> None:
+        """The controller's last step of a deletion: the topic, its config, then the marker."""
+        for path in (layout.topic_path(name), layout.config_topic_path(name), layout.delete_topic_path(name)):
+            try:
+                self.client.delete(path, recursive=True)
+            except NoNodeError:
+                pass
+
+    def next_producer_id_block(self, size: int) -> int:
+        """Reserve ``size`` producer ids cluster-wide (Kafka's /latest_producer_id_block)."""
+        path = layout.PRODUCER_ID_BLOCK
+        while True:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                try:
+                    self.client.create(path, layout.encode_producer_id_block(0, size), makepath=True)
+                    return 0
+                except NodeExistsError:
+                    continue
+            start = layout.decode_producer_id_block_end(data) + 1 if data else 0
+            try:
+                self.client.set(path, layout.encode_producer_id_block(start, size), version=stat.version)
+                return start
+            except BadVersionError:
+                continue
+
+
+def _result(res):
+    """(data, stat) of an async get, or None when the node is gone."""
+    try:
+        return res.get()
+    except NoNodeError:
+        return None
