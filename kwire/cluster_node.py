@@ -35,6 +35,7 @@ from .replication import ReplicaManager
 from .zk import CONTROLLED_SHUTDOWN, BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable  # noqa: F401
 
 logger = logging.getLogger("kwire.cluster")
+PRODUCER_ID_BLOCK_SIZE = 1000      # Kafka's ProducerIdsBlock size
 
 
 class ClusterIdMismatch(Exception):
@@ -61,6 +62,8 @@ class ClusterNode:
         self._reregister = False
         self.changed = trio.Event()          # set after every reconciliation
         self._nursery = None
+        self._producer_ids = iter(())
+        self._producer_id_lock = trio.Lock()
 
     # -- callbacks from kazoo's thread ----------------------------------------------------
     def _changed_threadsafe(self) -> None:
@@ -271,6 +274,17 @@ class ClusterNode:
         logger.info("deleted local logs of topic %s", name)
 
     # -- what other parts of the broker ask ----------------------------------------------------
+    async def next_producer_id(self) -> int:
+        """A producer id unique in the cluster: blocks of 1000 reserved in ZooKeeper
+        (/latest_producer_id_block, as Kafka's brokers do)."""
+        async with self._producer_id_lock:
+            pid = next(self._producer_ids, None)
+            if pid is None:
+                start = await blocking.run_detached(self.zk.next_producer_id_block, PRODUCER_ID_BLOCK_SIZE)
+                self._producer_ids = iter(range(start, start + PRODUCER_ID_BLOCK_SIZE))
+                pid = next(self._producer_ids)
+            return pid
+
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         info = self.snapshot.brokers.get(broker_id) if self.snapshot else None
         return (info.host, info.port) if info else None

@@ -15,5 +15,6 @@ async def handle_init_producer_id(ctx, request):
                 "producer_id": -1, "producer_epoch": -1}
     # An idempotent producer asking to bump its epoch (v3+) gets a fresh id instead,
     # as Kafka does for producers without a transactional id.
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "producer_id": await next_producer_id(ctx.broker.logs), "producer_epoch": 0}
+    cluster = ctx.broker.cluster
+    producer_id = await (cluster.next_producer_id() if cluster is not None else next_producer_id(ctx.broker.logs))
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
