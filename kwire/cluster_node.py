@@ -107,10 +107,10 @@ class ClusterNode:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Register, reconcile once, then keep reconciling; ``started`` once this broker is
         registered and has applied the cluster's state.  Raises BrokerIdInUse."""
-        await self._register()
-        await self.reconcile()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await self._register()
+            await self.reconcile()
             nursery.start_soon(self.replicas.run_isr_maintenance)
             nursery.start_soon(self._rebalance_loop)
             task_status.started()
