@@ -1,0 +1,135 @@
+"""Cluster benchmark: replicated produce throughput and failover time.
+
+    .venv/bin/python bench/cluster.py [--records 20000] [--repeat 3]
+
+In one run, on one ZooKeeper-coordinated three-broker kwire cluster (loopback):
+
+1. Produce throughput of 1 KiB records with librdkafka (confluent-kafka), to a
+   topic with replication factor 1 (acks=1; with one replica acks=all waits for
+   nothing more) and to one with replication factor 3 and acks=all; the ratio
+   RF=3/RF=1 is the cost of replication (target: >= 0.5 on 2 cores).
+2. Failover after kill -9 of a partition leader: time from the kill to the first
+   successful acks=all produce to that partition (target: <= session timeout + 2 s).
+3. Failover after a controlled shutdown (SIGTERM) of the leader: the same time
+   (target: <= 1 s).
+
+Prints a table and the ratios; no pass/fail (this is not a timed test).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import pathlib
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.support.cluster import Cluster  # noqa: E402
+
+VALUE = b"x" * 1024
+SESSION_MS = 6000
+
+
+def create(bootstrap: str, name: str, partitions: int, rf: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
+
+
+def leader_of(cluster, topic: str, partition: int) -> int:
+    return cluster.metadata()["topics"][topic][partition]["leader"]
+
+
+def wait_full_isr(cluster, topic: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        parts = cluster.metadata()["topics"].get(topic, {})
+        if parts and all(len(p["isr"]) == len(p["replicas"]) for p in parts.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{topic}: ISR not full after {timeout} s")
+
+
+def throughput(bootstrap: str, topic: str, records: int, acks: str) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                         "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
+                         "enable.idempotence": acks == "all"})
+    done = [0]
+
+    def report(err, _msg):
+        if err is None:
+            done[0] += 1
+    started = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if done[0] != records:
+        raise RuntimeError(f"{topic}: only {done[0]} of {records} acknowledged")
+    return records / elapsed
+
+
+def failover_seconds(cluster, topic: str, graceful: bool) -> float:
+    """Kill (or SIGTERM) partition 0's leader; time until an acks=all produce to it succeeds."""
+    victim = leader_of(cluster, topic, 0)
+    others = ",".join(cluster.broker(b).bootstrap for b in (1, 2, 3) if b != victim)
+    producer = Producer({"bootstrap.servers": others, "acks": "all", "message.timeout.ms": 60000,
+                         "retry.backoff.ms": 20, "retry.backoff.max.ms": 50,
+                         "topic.metadata.refresh.interval.ms": 100})
+    producer.produce(topic, b"warm", partition=0)
+    producer.flush(30)
+    started = time.monotonic()
+    if graceful:
+        cluster.stop(victim)
+    else:
+        cluster.kill(victim)
+    result = []
+    producer.produce(topic, b"after", partition=0, on_delivery=lambda err, msg: result.append(err))
+    producer.flush(60)
+    elapsed = time.monotonic() - started
+    if not result or result[0] is not None:
+        raise RuntimeError(f"produce after failover failed: {result}")
+    cluster.start_broker(victim)
+    wait_full_isr(cluster, topic)
+    return elapsed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    with Cluster(3, properties={"zookeeper.session.timeout.ms": SESSION_MS,
+                                "auto.leader.rebalance.enable": "false"}) as cluster:
+        create(cluster.bootstrap, "rf1", 3, 1)
+        create(cluster.bootstrap, "rf3", 3, 3)
+        wait_full_isr(cluster, "rf3")
+        rf1, rf3 = [], []
+        for _ in range(args.repeat):
+            rf1.append(throughput(cluster.bootstrap, "rf1", args.records, "1"))
+            rf3.append(throughput(cluster.bootstrap, "rf3", args.records, "all"))
+        kill = [failover_seconds(cluster, "rf3", graceful=False) for _ in range(2)]
+        term = [failover_seconds(cluster, "rf3", graceful=True) for _ in range(2)]
+    m1, m3 = statistics.median(rf1), statistics.median(rf3)
+    print(f"{'workload':<44} {'median':>12}")
+    print(f"{'RF=1 acks=1, 1 KiB records (records/s)':<44} {m1:>12,.0f}")
+    print(f"{'RF=3 acks=all, 1 KiB records (records/s)':<44} {m3:>12,.0f}")
+    print(f"{'ratio RF=3/RF=1 (target >= 0.50)':<44} {m3 / m1:>12.2f}")
+    print(f"{'failover after kill -9 (s, target <= %.1f)' % (SESSION_MS / 1000 + 2):<44} "
+          f"{max(kill):>12.2f}   runs: {', '.join(f'{k:.2f}' for k in kill)}")
+    print(f"{'failover after SIGTERM (s, target <= 1.0)':<44} "
+          f"{max(term):>12.2f}   runs: {', '.join(f'{t:.2f}' for t in term)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

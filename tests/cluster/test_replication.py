@@ -1,0 +1,255 @@
+"""A three-broker cluster on ZooKeeper, driven by stock clients over real sockets.
+
+Each test counts what a user would: records acknowledged, read back, lost.
+The cluster fixture (tests/cluster/conftest.py) runs ZooKeeper and three
+``kwire serve`` processes with zookeeper.session.timeout.ms=6000.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from tests.support.cluster import Cluster, zookeeper_available
+
+available, why = zookeeper_available()
+pytestmark = pytest.mark.skipif(not available, reason=f"ZooKeeper cannot run here: {why}")
+
+
+@pytest.fixture
+def cluster():
+    with Cluster(3) as c:
+        yield c
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3, **configs) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, rf, config={k.replace("_", "."): str(v)
+                                                                          for k, v in configs.items()})])
+    futures[name].result(30)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def partition_states(cluster, topic: str) -> dict[int, dict]:
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        states = {}
+        for p in zk.get_children(f"/brokers/topics/{topic}/partitions"):
+            data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+            states[int(p)] = json.loads(data)
+        return states
+    finally:
+        zk.stop()
+
+
+def produce_counted(bootstrap: str, topic: str, count: int, *, acks: str = "all", idempotent: bool = True,
+                    keyed_partitions: int = 3, pause_every: int = 0, timeout: float = 60) -> dict[int, list[int]]:
+    """Produce ``count`` records ``i`` (value = str(i)), spread by key over the partitions;
+    returns the acknowledged values per partition in acknowledgement order."""
+    acked: dict[int, list[int]] = {}
+    errors: list[str] = []
+
+    def report(err, msg):
+        if err is None:
+            acked.setdefault(msg.partition(), []).append(int(msg.value()))
+        else:
+            errors.append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent,
+                         "linger.ms": 5, "message.timeout.ms": int(timeout * 1000),
+                         "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
+    for i in range(count):
+        producer.produce(topic, str(i).encode(), key=str(i % keyed_partitions).encode(),
+                         partition=i % keyed_partitions, on_delivery=report)
+        producer.poll(0)
+        if pause_every and i % pause_every == pause_every - 1:
+            producer.flush(timeout)
+    producer.flush(timeout)
+    return acked
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> dict[int, list[int]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
+    consumer.subscribe([topic])
+    seen: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    total = 0
+    try:
+        while total < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or (msg.error() and msg.error().code() == KafkaError._PARTITION_EOF):
+                continue
+            assert msg.error() is None, msg.error()
+            seen[msg.partition()].append(int(msg.value()))
+            total += 1
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_three_brokers_form_a_cluster_with_kafkas_zookeeper_layout(cluster):
+    create_topic(cluster.bootstrap, "layout", partitions=3, rf=3)
+    meta = cluster.metadata()
+    assert sorted(meta["brokers"]) == [1, 2, 3]
+    assert meta["controller_id"] in (1, 2, 3)
+    parts = meta["topics"]["layout"]
+    assert sorted(parts) == [0, 1, 2]
+    assert sorted(p["leader"] for p in parts.values()) == [1, 2, 3]    # leaders spread round-robin
+    for p in parts.values():
+        assert sorted(p["replicas"]) == [1, 2, 3]
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+        broker = json.loads(zk.get("/brokers/ids/1")[0])
+        assert broker["endpoints"] and broker["version"] == 5
+        topic = json.loads(zk.get("/brokers/topics/layout")[0])
+        assert sorted(topic["partitions"]) == ["0", "1", "2"]
+        assert json.loads(zk.get("/controller")[0])["brokerid"] == meta["controller_id"]
+        assert zk.exists("/cluster/id") and zk.exists("/controller_epoch")
+    finally:
+        zk.stop()
+    states = wait_for(lambda: (s := partition_states(cluster, "layout")) and
+                      all(len(v["isr"]) == 3 for v in s.values()) and s, 20, "full ISRs")
+    assert {p: s["leader"] for p, s in states.items()} == {p: v["leader"] for p, v in parts.items()}
+
+
+def test_acks_all_records_survive_the_loss_of_two_brokers(cluster):
+    create_topic(cluster.bootstrap, "durable", partitions=3, rf=3)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "durable").values()),
+             20, "full ISRs")
+    acked = produce_counted(cluster.bootstrap, "durable", 3000)
+    assert sum(len(v) for v in acked.values()) == 3000
+    leader0 = partition_states(cluster, "durable")[0]["leader"]
+    survivors = [b for b in (1, 2, 3) if b != leader0]
+    cluster.kill(leader0)
+    cluster.kill(survivors[0])
+    bootstrap = cluster.broker(survivors[1]).bootstrap
+    seen = read_all(bootstrap, "durable", 3, 3000, timeout=60)
+    lost = sum(len(set(acked[p]) - set(seen[p])) for p in acked)
+    assert lost == 0, f"{lost} acknowledged records lost"
+    for p in acked:
+        assert seen[p] == sorted(seen[p]) and len(seen[p]) == len(set(seen[p]))   # order, no duplicates
+
+
+def test_kill_9_of_leaders_under_acks_all_load_loses_nothing(cluster):
+    create_topic(cluster.bootstrap, "load", partitions=3, rf=3, min_insync_replicas=2)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "load").values()),
+             20, "full ISRs")
+    result: dict = {}
+    producer = threading.Thread(target=lambda: result.update(acked=produce_counted(
+        cluster.bootstrap, "load", 40000, pause_every=100, timeout=90)))
+    producer.start()
+    time.sleep(2)
+    victim = partition_states(cluster, "load")[0]["leader"]
+    started = time.monotonic()
+    cluster.kill(victim)
+    producer.join(120)
+    assert not producer.is_alive()
+    acked = result["acked"]
+    total = sum(len(v) for v in acked.values())
+    new_states = wait_for(lambda: (s := partition_states(cluster, "load")) and s[0]["leader"] != victim and s,
+                          20, "a new leader")
+    assert new_states[0]["leader_epoch"] >= 1
+    seen = read_all(cluster.bootstrap, "load", 3, total, timeout=60)
+    lost = sum(len(set(acked[p]) - set(seen[p])) for p in acked)
+    duplicates = sum(len(seen[p]) - len(set(seen[p])) for p in seen)
+    print(f"acknowledged {total}, read {sum(len(v) for v in seen.values())}, lost {lost}, "
+          f"duplicates {duplicates}, failover at {time.monotonic() - started:.1f} s")
+    assert total == 40000
+    assert lost == 0 and duplicates == 0
+    for p in seen:
+        assert seen[p] == sorted(seen[p])
+
+
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster):
+    create_topic(cluster.bootstrap, "strict", partitions=1, rf=3, min_insync_replicas=3)
+    state = wait_for(lambda: (s := partition_states(cluster, "strict")[0]) and len(s["isr"]) == 3 and s,
+                     20, "full ISR")
+    follower = next(b for b in (1, 2, 3) if b != state["leader"])
+    cluster.kill(follower)
+    wait_for(lambda: len(partition_states(cluster, "strict")[0]["isr"]) == 2, 30, "the ISR to shrink")
+    errors = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 3000})
+    producer.produce("strict", b"x", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    assert errors and errors[0] is not None
+    assert errors[0].code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT)
+    acked = produce_counted(cluster.bootstrap, "strict", 10, acks="1", idempotent=False, keyed_partitions=1)
+    assert len(acked[0]) == 10                        # acks=1 does not need the ISR
+
+
+def test_killing_the_controller_elects_another(cluster):
+    controller = cluster.metadata()["controller_id"]
+    cluster.kill(controller)
+    bootstrap = ",".join(cluster.broker(b).bootstrap for b in (1, 2, 3) if b != controller)
+    new = wait_for(lambda: (c := cluster.metadata(bootstrap)["controller_id"]) not in (-1, controller) and c,
+                   30, "a new controller")
+    assert new != controller
+    create_topic(bootstrap, "after-controller", partitions=2, rf=2)
+    acked = produce_counted(bootstrap, "after-controller", 100, keyed_partitions=2)
+    assert sum(len(v) for v in acked.values()) == 100
+
+
+def test_a_zookeeper_restart_loses_nothing(cluster):
+    create_topic(cluster.bootstrap, "zk-restart", partitions=2, rf=3)
+    first = produce_counted(cluster.bootstrap, "zk-restart", 500, keyed_partitions=2)
+    cluster.zookeeper.restart()
+    second = produce_counted(cluster.bootstrap, "zk-restart", 500, keyed_partitions=2)
+    acked = {p: first.get(p, []) + second.get(p, []) for p in (0, 1)}
+    assert sum(len(v) for v in acked.values()) == 1000
+    seen = read_all(cluster.bootstrap, "zk-restart", 2, 1000)
+    assert sum(len(set(acked[p]) - set(seen[p])) for p in acked) == 0
+    assert sorted(cluster.metadata()["brokers"]) == [1, 2, 3]
+
+
+def test_controlled_shutdown_moves_leadership_before_the_process_exits(cluster):
+    create_topic(cluster.bootstrap, "graceful", partitions=3, rf=3)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "graceful").values()),
+             20, "full ISRs")
+    leader = partition_states(cluster, "graceful")[0]["leader"]
+    cluster.stop(leader)                                  # SIGTERM; waits for the exit
+    states = partition_states(cluster, "graceful")
+    assert all(s["leader"] not in (leader, -1) for s in states.values())
+    assert all(leader not in s["isr"] for s in states.values())
+    started = time.monotonic()
+    acked = produce_counted(cluster.bootstrap, "graceful", 1, keyed_partitions=1, idempotent=False)
+    assert acked[0] == [0]
+    assert time.monotonic() - started < 5
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster):
+    create_topic(cluster.bootstrap, "preferred", partitions=3, rf=3)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "preferred").values()),
+             20, "full ISRs")
+    meta = cluster.metadata()["topics"]["preferred"]
+    preferred = {p: v["replicas"][0] for p, v in meta.items()}
+    victim = preferred[0]
+    cluster.stop(victim)
+    cluster.start_broker(victim)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "preferred").values()),
+             30, "the restarted broker back in the ISRs")
+    assert partition_states(cluster, "preferred")[0]["leader"] != victim
+    from confluent_kafka import ElectionType, TopicPartition
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", p) for p in range(3)]).result(30)
+    states = wait_for(lambda: (s := partition_states(cluster, "preferred")) and
+                      all(s[p]["leader"] == preferred[p] for p in range(3)) and s, 20, "preferred leaders")
+    assert states[0]["leader"] == victim
