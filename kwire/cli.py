@@ -46,6 +46,7 @@ async def run_until_signal(broker: Broker, host: str, port: int) -> None:
 DELEGATED = {
     "spark-demo": ("kwire.spark.cli", "run the Spark Structured Streaming demo pipeline on kwire"),
     "compat": ("kwire.compat_tests.cli", "run the client x scenario compatibility matrix against a broker"),
+    "dev-cluster": ("kwire.dev_cluster", "start ZooKeeper and N replicated brokers on loopback (Ctrl-C stops them)"),
 }
 
 
