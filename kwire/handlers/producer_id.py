@@ -16,5 +16,8 @@ async def handle_init_producer_id(ctx, request):
     # An idempotent producer asking to bump its epoch (v3+) gets a fresh id instead,
     # as Kafka does for producers without a transactional id.
     cluster = ctx.broker.cluster
-    producer_id = await (cluster.next_producer_id() if cluster is not None else next_producer_id(ctx.broker.logs))
+    if cluster is not None:
+        producer_id = await cluster.next_producer_id()
+    else:
+        producer_id = await next_producer_id(ctx.broker.logs)
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
