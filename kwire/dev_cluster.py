@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 
+from .testing_cluster import wait_serving
 from .testing_process import BrokerProcess, BrokerStartError, free_port
 from .zookeeper_process import ZooKeeperProcess, ZooKeeperStartError, zookeeper_available
 
@@ -70,7 +71,7 @@ def run(zookeeper: ZooKeeperProcess, brokers: list[BrokerProcess]) -> int:
     for b in brokers:
         b.spawn()
     for b in brokers:
-        b.wait_ready(60)
+        wait_serving(b, 60)
     print(f"ZooKeeper: {zookeeper.connect}")
     print(f"bootstrap: {','.join(b.bootstrap for b in brokers)}")
     print(f"logs: {os.path.dirname(brokers[0].data_dir)}/broker-N/broker.log; Ctrl-C stops everything",

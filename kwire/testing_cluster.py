@@ -35,10 +35,10 @@ import tempfile
 import time
 from typing import Any, Callable, Mapping, TypeVar
 
-from .testing_process import BrokerProcess
+from .testing_process import BrokerProcess, BrokerStartError
 from .zookeeper_process import ZooKeeperProcess
 
-__all__ = ["ClusterProcess", "TEST_DEFAULTS", "send_request"]
+__all__ = ["ClusterProcess", "TEST_DEFAULTS", "metadata_snapshot", "send_request", "wait_serving"]
 
 T = TypeVar("T")
 
@@ -83,6 +83,28 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def wait_serving(broker: BrokerProcess, timeout: float = 60) -> None:
+    """Return once ``broker`` answers ApiVersions: a broker in cluster mode listens before it
+    has registered in ZooKeeper and answers only after (after a kill -9, once its old
+    session has expired).  Raises ``BrokerStartError`` with the log's tail; a broker that
+    did not come up is killed."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+    deadline = time.monotonic() + timeout
+    broker.wait_ready(timeout)
+    while True:
+        try:
+            send_request(broker.bootstrap, ApiVersionsRequest[3](client_software_name="kwire-testing-cluster",
+                                                                 client_software_version="1"), 1.0)
+            return
+        except OSError:
+            if not broker.alive() or time.monotonic() > deadline:
+                if broker.alive():
+                    broker.kill()
+                raise BrokerStartError(f"{broker.bootstrap} did not answer ApiVersions within {timeout:.0f} s; "
+                                       f"log tail ({broker.log_path}):\n{broker.log_tail()}") from None
+            time.sleep(0.05)
 
 
 def metadata_snapshot(address: str, timeout: float = 5.0) -> dict:
@@ -152,7 +174,8 @@ class ClusterProcess:
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self, timeout: float = 60) -> "ClusterProcess":
-        """Start ZooKeeper (unless it runs) and every broker; return once each broker listens.
+        """Start ZooKeeper (unless it runs) and every broker; return once each broker answers
+        ApiVersions (it listens before it has registered in ZooKeeper, and answers after).
 
         Says nothing about the cluster having formed: ``wait_until_ready()`` does.
         Raises ``ZooKeeperStartError`` or ``BrokerStartError`` (with the log's tail);
@@ -163,14 +186,18 @@ class ClusterProcess:
         for b in self.brokers.values():        # all spawned first: they start in parallel
             if not b.alive():
                 b.spawn()
-        for b in self.brokers.values():
-            b.wait_ready(timeout)
+        for i in self.brokers:
+            wait_serving(self.brokers[i], timeout)
         return self
 
     def start_broker(self, i: int, timeout: float = 60) -> BrokerProcess:
-        """(Re)start broker ``i`` on its port and data.  Raises ``BrokerStartError``."""
+        """(Re)start broker ``i`` on its port and data and wait until it answers ApiVersions.
+        After a kill -9 that takes until its old ZooKeeper session expires
+        (zookeeper.session.timeout.ms).  Raises ``BrokerStartError``."""
         self._paused.discard(i)
-        return self.brokers[i].start(timeout)
+        self.brokers[i].spawn()
+        wait_serving(self.brokers[i], timeout)
+        return self.brokers[i]
 
     def stop(self, i: int, timeout: float = 40) -> int:
         """SIGTERM broker ``i`` (a controlled shutdown) and wait for it to exit; returns the exit code."""

@@ -157,16 +157,25 @@ class ZooKeeperProcess:
                 raise self._error(f"ZooKeeper exited with code {self.proc.returncode}") from None
             raise self._error(f"ZooKeeper did not listen on {self.connect} within {timeout:.0f} s") from None
         try:
-            self._list_root(max(deadline - time.monotonic(), 1.0))
+            self._list_root(deadline)
+        except ZooKeeperStartError:
+            raise
         except Exception as exc:            # kazoo's timeout and connection errors alike
             raise self._error(f"ZooKeeper on {self.connect} did not serve a session: {exc!r}") from None
 
-    def _list_root(self, timeout: float) -> None:
+    def _list_root(self, deadline: float) -> None:
+        """One kazoo session lists ``/``; fails fast if the process exits meanwhile (the port
+        may belong to someone else: ZooKeeper then exits with "Address already in use")."""
         from kazoo.client import KazooClient    # only here: importing this module stays cheap
         client = KazooClient(hosts=self.connect, timeout=max(2 * self.tick_time_ms / 1000, 1.0),
                              logger=_probe_logger)
         try:
-            client.start(timeout=timeout)
+            connected = client.start_async()
+            while not connected.wait(0.05):
+                if self.proc.poll() is not None:
+                    raise self._error(f"ZooKeeper exited with code {self.proc.returncode}")
+                if time.monotonic() > deadline:
+                    raise self._error(f"ZooKeeper on {self.connect} did not serve a session in time")
             client.get_children("/")
         finally:
             client.stop()
