@@ -28,7 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.support.cluster import Cluster  # noqa: E402
+from kwire.testing_cluster import ClusterProcess  # noqa: E402
 
 VALUE = b"x" * 1024
 SESSION_MS = 6000
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    with Cluster(3, properties={"zookeeper.session.timeout.ms": SESSION_MS,
+    with ClusterProcess(3, properties={"zookeeper.session.timeout.ms": SESSION_MS,
                                 "auto.leader.rebalance.enable": "false"}) as cluster:
         create(cluster.bootstrap, "rf1", 3, 1)
         create(cluster.bootstrap, "rf3", 3, 3)

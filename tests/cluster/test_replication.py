@@ -10,21 +10,9 @@ import json
 import threading
 import time
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
-
-from tests.support.cluster import Cluster, zookeeper_available
-
-available, why = zookeeper_available()
-pytestmark = pytest.mark.skipif(not available, reason=f"ZooKeeper cannot run here: {why}")
-
-
-@pytest.fixture
-def cluster():
-    with Cluster(3) as c:
-        yield c
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3, **configs) -> None:
