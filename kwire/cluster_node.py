@@ -205,6 +205,7 @@ class ClusterNode:
     async def _apply(self, snap) -> None:
         logs = self.broker.logs
         self.replicas.shutting_down = set(snap.shutting_down)
+        self.replicas.live = set(snap.brokers)
         for name in list(logs.topics):
             meta = snap.topics.get(name)
             if meta is None or (meta.topic_id is not None and meta.topic_id != logs.topics[name].topic_id):

@@ -11,7 +11,9 @@ Kafka's rules (ZooKeeper-era ReplicaManager / Partition), as kept here:
 * A follower that has not caught up with the leader's LEO for
   ``replica.lag.time.max.ms`` leaves the ISR; a follower outside the ISR whose
   LEO reaches the high watermark (and the start of the leader's epoch) joins
-  it.  The leader writes ISR changes itself, as a conditional update of the
+  it, unless it is in controlled shutdown or not registered in ZooKeeper (a
+  broker whose session expired but still fetches across a one-way partition
+  stays out).  The leader writes ISR changes itself, as a conditional update of the
   partition's state znode (``write_isr``), so a deposed leader's write fails
   on the znode version and it stops acting as leader.
 * ``acks=all`` waits until the high watermark passes the appended batch;
@@ -63,6 +65,7 @@ class ReplicaManager:
         self.write_isr = write_isr
         self.leaders: dict[TopicPartition, LeaderState] = {}
         self.shutting_down: set[int] = set()     # brokers in controlled shutdown never rejoin an ISR
+        self.live: set[int] | None = None        # registered brokers; only they (re)join an ISR
         self._isr_wake = trio.Event()
 
     # -- role changes (from the cluster node, after reading ZooKeeper) ----------------
@@ -182,6 +185,7 @@ class ReplicaManager:
         for r in state.replicas:
             leo = state.follower_leo.get(r, -1)
             if (r not in isr and r != self.node_id and r not in self.shutting_down
+                    and (self.live is None or r in self.live)
                     and leo >= plog.high_watermark
                     and leo >= state.epoch_start_offset
                     and now_ms - state.caught_up_ms.get(r, -self.lag_ms - 1) <= self.lag_ms):

@@ -1,6 +1,8 @@
 """tests/support/proxy.py: an echo server behind the proxy, cut and healed (about 1 s in all)."""
 from __future__ import annotations
 
+import os
+import select
 import socket
 import socketserver
 import threading
@@ -137,3 +139,38 @@ def test_close_stops_listening_and_ends_connections(echo):
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", p.port), timeout=1)
     p.close()                                   # idempotent
+
+
+def test_a_partition_from_one_process_cuts_only_that_processs_connections(proxy):
+    import subprocess
+    import sys
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import socket, sys\n"
+         f"s = socket.create_connection(('127.0.0.1', {proxy.port}), timeout=5)\n"
+         "for line in sys.stdin:\n"
+         "    s.sendall(line.encode()); print(s.recv(100).decode(), end='', flush=True)\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child.stdin.write("one\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "one\n"
+        with connect(proxy) as mine:
+            proxy.partition(from_pids={child.pid})
+            mine.sendall(b"mine")
+            assert recv_exactly(mine, 4) == b"mine"       # this process is not cut
+            child.stdin.write("two\n")
+            child.stdin.flush()
+            with connect(proxy) as later:                 # nor are its new connections
+                later.sendall(b"later")
+                assert recv_exactly(later, 5) == b"later"
+            assert not select.select([child.stdout], [], [], QUIET_S)[0]   # no echo while cut
+            proxy.heal()
+            assert child.stdout.readline() == "two\n"     # the child's bytes waited for the heal
+            proxy.partition(from_pids={os.getpid()})
+            mine.sendall(b"cut")
+            assert_silent(mine)
+            proxy.heal()
+            assert recv_exactly(mine, 3) == b"cut"
+    finally:
+        child.kill()
+        child.wait()

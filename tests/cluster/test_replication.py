@@ -10,86 +10,21 @@ import json
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-
-def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3, **configs) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, rf, config={k.replace("_", "."): str(v)
-                                                                          for k, v in configs.items()})])
-    futures[name].result(30)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+from tests.support import counting
+from tests.support.counting import create_topic, read_all, tally, wait_for
 
 
 def partition_states(cluster, topic: str) -> dict[int, dict]:
-    zk = KazooClient(cluster.zookeeper.connect)
-    zk.start(timeout=10)
-    try:
-        states = {}
-        for p in zk.get_children(f"/brokers/topics/{topic}/partitions"):
-            data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
-            states[int(p)] = json.loads(data)
-        return states
-    finally:
-        zk.stop()
+    return counting.partition_states(cluster.zookeeper.connect, topic)
 
 
-def produce_counted(bootstrap: str, topic: str, count: int, *, acks: str = "all", idempotent: bool = True,
-                    keyed_partitions: int = 3, pause_every: int = 0, timeout: float = 60) -> dict[int, list[int]]:
-    """Produce ``count`` records ``i`` (value = str(i)), spread by key over the partitions;
-    returns the acknowledged values per partition in acknowledgement order."""
-    acked: dict[int, list[int]] = {}
-    errors: list[str] = []
-
-    def report(err, msg):
-        if err is None:
-            acked.setdefault(msg.partition(), []).append(int(msg.value()))
-        else:
-            errors.append(str(err))
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent,
-                         "linger.ms": 5, "message.timeout.ms": int(timeout * 1000),
-                         "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
-    for i in range(count):
-        producer.produce(topic, str(i).encode(), key=str(i % keyed_partitions).encode(),
-                         partition=i % keyed_partitions, on_delivery=report)
-        producer.poll(0)
-        if pause_every and i % pause_every == pause_every - 1:
-            producer.flush(timeout)
-    producer.flush(timeout)
-    return acked
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> dict[int, list[int]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "isolation.level": "read_uncommitted"})
-    consumer.subscribe([topic])
-    seen: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    deadline = time.monotonic() + timeout
-    total = 0
-    try:
-        while total < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or (msg.error() and msg.error().code() == KafkaError._PARTITION_EOF):
-                continue
-            assert msg.error() is None, msg.error()
-            seen[msg.partition()].append(int(msg.value()))
-            total += 1
-    finally:
-        consumer.close()
-    return seen
+def produce_counted(bootstrap: str, topic: str, count: int, *, keyed_partitions: int = 3, **kwargs):
+    return counting.produce_counted("confluent", bootstrap, topic, count, partitions=keyed_partitions, **kwargs)
 
 
 def test_three_brokers_form_a_cluster_with_kafkas_zookeeper_layout(cluster):
@@ -137,34 +72,31 @@ def test_acks_all_records_survive_the_loss_of_two_brokers(cluster):
         assert seen[p] == sorted(seen[p]) and len(seen[p]) == len(set(seen[p]))   # order, no duplicates
 
 
-def test_kill_9_of_leaders_under_acks_all_load_loses_nothing(cluster):
+@pytest.mark.parametrize("client, records", [("confluent", 40000), ("kafka-python", 10000),
+                                             ("aiokafka", 10000)])
+def test_kill_9_of_leaders_under_acks_all_load_loses_nothing(cluster, client, records):
     create_topic(cluster.bootstrap, "load", partitions=3, rf=3, min_insync_replicas=2)
     wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "load").values()),
              20, "full ISRs")
     result: dict = {}
-    producer = threading.Thread(target=lambda: result.update(acked=produce_counted(
-        cluster.bootstrap, "load", 40000, pause_every=100, timeout=90)))
+    producer = threading.Thread(target=lambda: result.update(acked=counting.produce_counted(
+        client, cluster.bootstrap, "load", records, pause_every=100, timeout=90)))
     producer.start()
     time.sleep(2)
     victim = partition_states(cluster, "load")[0]["leader"]
     started = time.monotonic()
     cluster.kill(victim)
+    assert producer.is_alive(), "the load ended before the kill: produce more records"
     producer.join(120)
     assert not producer.is_alive()
     acked = result["acked"]
-    total = sum(len(v) for v in acked.values())
     new_states = wait_for(lambda: (s := partition_states(cluster, "load")) and s[0]["leader"] != victim and s,
                           20, "a new leader")
     assert new_states[0]["leader_epoch"] >= 1
-    seen = read_all(cluster.bootstrap, "load", 3, total, timeout=60)
-    lost = sum(len(set(acked[p]) - set(seen[p])) for p in acked)
-    duplicates = sum(len(seen[p]) - len(set(seen[p])) for p in seen)
-    print(f"acknowledged {total}, read {sum(len(v) for v in seen.values())}, lost {lost}, "
-          f"duplicates {duplicates}, failover at {time.monotonic() - started:.1f} s")
-    assert total == 40000
-    assert lost == 0 and duplicates == 0
-    for p in seen:
-        assert seen[p] == sorted(seen[p])
+    seen = read_all(cluster.bootstrap, "load", 3, counting.total(acked), timeout=60)
+    counts = tally(acked, seen)
+    print(f"{client}: {counts}, killed broker {victim} {time.monotonic() - started:.1f} s before the end")
+    assert counts == {"acknowledged": records, "read": records, "lost": 0, "duplicates": 0, "out_of_order": 0}
 
 
 def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster):

@@ -23,6 +23,13 @@ different, easier failure.  So:
   space the kernel completes the handshake before ``accept()``, so the client
   sees a connection on which nothing ever answers, and times out all the same.
 
+``partition(from_pids={pid})`` cuts only the connections a given process
+opened (found through /proc: the client end's socket inode among the
+process's descriptors).  All brokers share one loopback address, so this is
+how a test isolates one broker from the others: every broker advertises a
+proxy, and a partition of broker X cuts X's own proxy for everyone and the
+other brokers' proxies for X alone.
+
 ``reset_connections()`` is the other failure, a peer or firewall resetting:
 every current connection is closed with RST on both sides.
 
@@ -33,10 +40,12 @@ connections, not thousands.
 """
 from __future__ import annotations
 
+import os
 import select
 import socket
 import struct
 import threading
+from typing import Iterable
 
 __all__ = ["TcpProxy"]
 
@@ -52,6 +61,8 @@ class _Connection:
         self.upstream: socket.socket | None = None
         self.closed = False
         self.open_directions = 2
+        self.up = threading.Event()             # cleared while this connection is cut
+        self.up.set()
 
     def sockets(self) -> list[socket.socket]:
         return [s for s in (self.client, self.upstream) if s is not None]
@@ -67,9 +78,9 @@ class TcpProxy:
         self.target = (target_host, target_port)
         self._listener = socket.create_server(("127.0.0.1", port))
         self.port = self._listener.getsockname()[1]
-        self._lock = threading.Lock()           # guards _connections and every read
-        self._network_up = threading.Event()    # cleared while partitioned
-        self._network_up.set()
+        self._lock = threading.Lock()           # guards _connections, the cut and every read
+        self._cut_all = False
+        self._cut_pids: frozenset[int] = frozenset()
         self._closing = False
         self._connections: list[_Connection] = []
         self._threads: list[threading.Thread] = []
@@ -81,7 +92,7 @@ class TcpProxy:
 
     @property
     def partitioned(self) -> bool:
-        return not self._network_up.is_set()
+        return self._cut_all or bool(self._cut_pids)
 
     def connection_count(self) -> int:
         """Client connections the proxy holds open now (forwarding or frozen)."""
@@ -89,14 +100,30 @@ class TcpProxy:
             return sum(not c.closed for c in self._connections)
 
     # -- control -----------------------------------------------------------------
-    def partition(self) -> None:
-        """Black-hole every current and future connection until ``heal()``; see the module docstring."""
-        with self._lock:            # a copier reads only under the lock, after checking the flag
-            self._network_up.clear()
+    def partition(self, from_pids: Iterable[int] | None = None) -> None:
+        """Black-hole every current and future connection until ``heal()``, or only those
+        opened by the processes ``from_pids``; see the module docstring."""
+        with self._lock:            # a copier reads only under the lock, after checking its flag
+            if from_pids is None:
+                self._cut_all = True
+            else:
+                self._cut_pids |= frozenset(from_pids)
+            for conn in self._connections:
+                if self._is_cut(conn):
+                    conn.up.clear()
 
     def heal(self) -> None:
         """Forward again: frozen connections resume, held ones connect upstream."""
-        self._network_up.set()
+        with self._lock:
+            self._cut_all, self._cut_pids = False, frozenset()
+            for conn in self._connections:
+                conn.up.set()
+
+    def _is_cut(self, conn: _Connection) -> bool:
+        """Under the lock: whether the current cut applies to ``conn``."""
+        if self._cut_all:
+            return True
+        return bool(self._cut_pids) and _client_inode(conn.client) in _socket_inodes(self._cut_pids)
 
     def reset_connections(self) -> None:
         """Close every current connection with RST on both sides (new ones are not affected)."""
@@ -108,7 +135,6 @@ class TcpProxy:
     def close(self) -> None:
         """Stop listening, close every connection and end the threads.  Idempotent."""
         self._closing = True
-        self._network_up.set()              # wake copiers frozen by a partition so they exit
         try:
             self._listener.close()
         except OSError:
@@ -116,6 +142,7 @@ class TcpProxy:
         with self._lock:
             connections, self._connections = self._connections, []
         for conn in connections:
+            conn.up.set()                   # wake copiers frozen by a partition so they exit
             self._close(conn)
         for t in self._threads:
             if t is not threading.current_thread():
@@ -144,6 +171,8 @@ class TcpProxy:
                 return                      # closed
             conn = _Connection(client)
             with self._lock:
+                if self._is_cut(conn):
+                    conn.up.clear()
                 self._connections.append(conn)
             if self._closing:               # close() may have taken the list before the append
                 self._close(conn)
@@ -151,7 +180,7 @@ class TcpProxy:
             self._spawn(self._connect_upstream, conn)
 
     def _connect_upstream(self, conn: _Connection) -> None:
-        self._network_up.wait()             # a connection made during a partition is held here
+        conn.up.wait()                      # a connection made during a partition is held here
         if self._closing or conn.closed:
             self._close(conn)
             return
@@ -171,11 +200,11 @@ class TcpProxy:
     def _copy(self, conn: _Connection, src: socket.socket, dst: socket.socket) -> None:
         try:
             while not (self._closing or conn.closed):
-                self._network_up.wait()
+                conn.up.wait()
                 if not select.select([src], [], [], _POLL_S)[0]:
                     continue
                 with self._lock:
-                    if not self._network_up.is_set():
+                    if not conn.up.is_set():
                         continue            # partitioned since select(): leave the bytes queued
                     data = src.recv(_BUFFER)
                 if not data:
@@ -203,3 +232,47 @@ class TcpProxy:
                 s.close()
             except OSError:
                 pass
+
+
+def _client_inode(client: socket.socket) -> int | None:
+    """The socket inode of the far (client) end of an accepted loopback connection, from
+    /proc/net/tcp: the row whose local address is the client's and remote address ours."""
+    try:
+        peer, local = client.getpeername()[:2], client.getsockname()[:2]
+    except OSError:
+        return None
+    want = (_hex_address(peer), _hex_address(local))
+    try:
+        with open("/proc/net/tcp", encoding="ascii") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if (fields[1], fields[2]) == want:
+                    return int(fields[9])
+    except OSError:
+        pass
+    return None
+
+
+def _hex_address(address: tuple[str, int]) -> str:
+    """``("127.0.0.1", 9092)`` as /proc/net/tcp writes it: ``0100007F:2384``."""
+    packed = socket.inet_aton(address[0])
+    return f"{struct.unpack('<I', packed)[0]:08X}:{address[1]:04X}"
+
+
+def _socket_inodes(pids: Iterable[int]) -> set[int]:
+    """Inodes of the sockets the processes ``pids`` hold open."""
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    return inodes
