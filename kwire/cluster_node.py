@@ -359,6 +359,15 @@ class ClusterNode:
         await self.wait_for(lambda s: all((name, p) in s.states for p in full)
                             and len(self.broker.logs.get(name).partitions) >= total, timeout_s)
 
+    async def set_topic_configs(self, name: str, configs: dict[str, str], timeout_s: float = 10.0) -> None:
+        """AlterConfigs in a cluster: write /config/topics/<t> (every broker watches it) and wait
+        until this broker has applied it.  Raises KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION)."""
+        if name not in self.snapshot.topics:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        await blocking.run_detached(self.zk.set_topic_config, name, configs)
+        await self.wait_for(lambda s: s.configs.get(name) == configs
+                            and getattr(self.broker.logs.get(name), "configs", None) == configs, timeout_s)
+
     async def wait_for(self, predicate, timeout_s: float) -> bool:
         """Wait until ``predicate(snapshot)`` holds after a reconciliation, or ``timeout_s``."""
         with trio.move_on_after(timeout_s):

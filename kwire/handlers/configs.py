@@ -1,6 +1,8 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
 
-Topic configs are validated, persisted with the topic and applied live.
+Topic configs are validated, persisted with the topic and applied live.  In a
+cluster they are written to ZooKeeper (/config/topics/<t>) and every broker
+applies them when it reconciles; the answer waits until this broker has.
 Broker configs are static (server.properties): described, never altered.
 """
 from __future__ import annotations
@@ -56,28 +58,39 @@ async def handle_describe_configs(ctx, request):
     return {"throttle_time_ms": 0, "results": [describe_one(ctx, request, r) for r in request.resources]}
 
 
-def alter_topic(ctx, name: str, new_configs: dict, validate_only: bool) -> None:
+async def alter_topic(ctx, name: str, new_configs: dict, validate_only: bool) -> None:
     topic = ctx.broker.logs.get(name)
     if topic is None:
         raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     configs = validate_topic_configs(new_configs)
-    if not validate_only:
+    if validate_only:
+        return
+    if ctx.broker.cluster is not None:
+        await ctx.broker.cluster.set_topic_configs(name, configs)
+    else:
         ctx.broker.logs.set_topic_configs(name, configs)
 
 
-def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
+def current_topic_configs(ctx, name: str) -> dict:
+    cluster = ctx.broker.cluster
+    if cluster is not None and cluster.snapshot is not None and name in cluster.snapshot.topics:
+        return dict(cluster.snapshot.configs.get(name, {}))
+    topic = ctx.broker.logs.get(name)
+    return dict(topic.configs) if topic else {}
+
+
+async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
     out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
            "resource_name": r.resource_name}
     try:
         if r.resource_type == TOPIC:
-            topic = ctx.broker.logs.get(r.resource_name)
-            current = dict(topic.configs) if topic else {}
+            current = current_topic_configs(ctx, r.resource_name)
             if incremental:
                 ops = [(c.name, c.config_operation, c.value) for c in r.configs]
                 new = apply_incremental(current, ops)
             else:
                 new = {c.name: c.value for c in r.configs if c.value is not None}
-            alter_topic(ctx, r.resource_name, new, validate_only)
+            await alter_topic(ctx, r.resource_name, new, validate_only)
         elif r.resource_type in (BROKER, BROKER_LOGGER):
             check_broker_name(ctx, r.resource_name)
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
@@ -92,10 +105,10 @@ def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
 @handles(33, 0, 2)
 async def handle_alter_configs(ctx, request):
     return {"throttle_time_ms": 0,
-            "responses": [alter_one(ctx, r, request.validate_only, False) for r in request.resources]}
+            "responses": [await alter_one(ctx, r, request.validate_only, False) for r in request.resources]}
 
 
 @handles(44, 0, 1)
 async def handle_incremental_alter_configs(ctx, request):
     return {"throttle_time_ms": 0,
-            "responses": [alter_one(ctx, r, request.validate_only, True) for r in request.resources]}
+            "responses": [await alter_one(ctx, r, request.validate_only, True) for r in request.resources]}

@@ -1,0 +1,76 @@
+"""Topic administration in a cluster: what one broker is asked, every broker applies."""
+from __future__ import annotations
+
+import json
+
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka.protocol.admin import DescribeConfigsRequest
+from kazoo.client import KazooClient
+
+from kwire.testing_cluster import send_request
+from tests.support.counting import create_topic, wait_for
+
+TOPIC_RESOURCE = 2
+
+
+def described(address: str, topic: str, key: str) -> str | None:
+    """``key`` of ``topic`` as the broker at ``address`` describes it (DescribeConfigs v1)."""
+    R = DescribeConfigsRequest[1]
+    request = R(resources=[R.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
+                                                     configuration_keys=[key])], include_synonyms=False)
+    result = send_request(address, request).to_dict()["results"][0]
+    assert result["error_code"] == 0, result
+    return next((c["value"] for c in result["configs"] if c["name"] == key), None)
+
+
+def zookeeper_config(cluster, topic: str) -> dict:
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        return json.loads(zk.get(f"/config/topics/{topic}")[0])["config"]
+    finally:
+        zk.stop()
+
+
+def everywhere(cluster, topic: str, key: str) -> set:
+    return {described(b.bootstrap, topic, key) for b in cluster.brokers.values() if b.alive()}
+
+
+def test_altered_topic_configs_reach_every_broker_and_survive_a_restart(cluster):
+    create_topic(cluster.bootstrap, "tuned", partitions=2, rf=3)
+    admin = AdminClient({"bootstrap.servers": cluster.broker(1).bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "tuned", incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert zookeeper_config(cluster, "tuned") == {"retention.ms": "123456", "cleanup.policy": "compact"}
+    wait_for(lambda: everywhere(cluster, "tuned", "retention.ms") == {"123456"}, 10,
+             "the new retention.ms on every broker")
+    create_topic(cluster.bootstrap, "another", partitions=1, rf=3)    # every broker reconciles again
+    assert everywhere(cluster, "tuned", "retention.ms") == {"123456"}
+    assert everywhere(cluster, "tuned", "cleanup.policy") == {"compact"}
+
+    delete = ConfigResource(ConfigResource.Type.TOPIC, "tuned", incremental_configs=[
+        ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([delete])[delete].result(30)
+    assert zookeeper_config(cluster, "tuned") == {"retention.ms": "123456"}
+    wait_for(lambda: everywhere(cluster, "tuned", "cleanup.policy") == {"delete"}, 10,
+             "cleanup.policy back to its default on every broker")
+
+    cluster.stop(3)
+    cluster.start_broker(3)
+    assert described(cluster.broker(3).bootstrap, "tuned", "retention.ms") == "123456"
+
+
+def test_invalid_topic_configs_are_refused_and_change_nothing(cluster):
+    create_topic(cluster.bootstrap, "strict-config", partitions=1, rf=3, retention_ms=1000)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "strict-config", incremental_configs=[
+        ConfigEntry("retention.ms", "not-a-number", incremental_operation=AlterConfigOpType.SET)])
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        raise AssertionError("an invalid value was accepted")
+    except Exception as exc:
+        assert "retention.ms" in str(exc) or "INVALID_CONFIG" in str(exc), exc
+    assert zookeeper_config(cluster, "strict-config") == {"retention.ms": "1000"}
+    assert everywhere(cluster, "strict-config", "retention.ms") == {"1000"}
