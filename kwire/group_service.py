@@ -33,11 +33,12 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class _Waiter:
-    __slots__ = ("done", "result")
+    __slots__ = ("done", "result", "group_id", "result_class")
 
-    def __init__(self):
+    def __init__(self, group_id: str):
         self.done = trio.Event()
         self.result = None
+        self.group_id = group_id
 
 
 class GroupService:
@@ -78,8 +79,13 @@ class GroupService:
         n = len(topic.partitions) if topic else 1
         lost = owned - led
         if lost:
-            dropped = self.coordinator.unload_groups(lambda g: self.coordinator.partition_for(g, n) in lost)
+            moved = lambda g: self.coordinator.partition_for(g, n) in lost  # noqa: E731
+            dropped = self.coordinator.unload_groups(moved)
             logger.info("unloaded %d group(s) of %s partitions %s", dropped, OFFSETS_TOPIC, sorted(lost))
+            for waiter in self._waiting.values():     # a parked JoinGroup/SyncGroup: find the new one
+                if moved(waiter.group_id) and not waiter.done.is_set():
+                    waiter.result = waiter.result_class(ErrorCode.NOT_COORDINATOR)
+                    waiter.done.set()
         gained = led - owned
         self.owned = set(led)
         if gained and topic is not None:
@@ -90,12 +96,14 @@ class GroupService:
     async def join(self, request: JoinRequest) -> JoinResult:
         """JoinGroup; returns when this member's join phase ends.  Cancel-safe (the answer is dropped)."""
         self.check_owner(request.group_id)
-        return await self._parked(lambda ticket, now: self.coordinator.join_group(ticket, request, now))
+        return await self._parked(request.group_id, JoinResult,
+                                  lambda ticket, now: self.coordinator.join_group(ticket, request, now))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
         """SyncGroup; a follower returns when the leader has synced.  Cancel-safe (the answer is dropped)."""
         self.check_owner(request.group_id)
-        return await self._parked(lambda ticket, now: self.coordinator.sync_group(ticket, request, now))
+        return await self._parked(request.group_id, SyncResult,
+                                  lambda ticket, now: self.coordinator.sync_group(ticket, request, now))
 
     async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None) -> ErrorCode:
@@ -142,10 +150,12 @@ class GroupService:
         await self.apply(outcome)
         return outcome.result
 
-    async def _parked(self, call):
-        """Like ``_call`` for a call that answers by ticket; waits for that answer."""
+    async def _parked(self, group_id: str, result_class, call):
+        """Like ``_call`` for a call that answers by ticket; waits for that answer (or
+        ``result_class(NOT_COORDINATOR)`` when the group moves to another broker meanwhile)."""
         ticket = next(self._tickets)
-        waiter = self._waiting[ticket] = _Waiter()
+        waiter = self._waiting[ticket] = _Waiter(group_id)
+        waiter.result_class = result_class
         try:
             await self._call(lambda now: call(ticket, now))
             await waiter.done.wait()
@@ -170,7 +180,9 @@ class GroupService:
 
     def replay(self, partitions=None) -> int:
         """Feed every record of ``__consumer_offsets`` (or of ``partitions``, its logs) to the
-        coordinator; returns the count."""
+        coordinator; returns the count.  Reads to the log end, not the high watermark: a new
+        leader's high watermark may lag its log, every record of which the ISR keeps (Kafka's
+        group loading does the same)."""
         topic = self.logs.get(OFFSETS_TOPIC)
         if topic is None:
             return 0
@@ -179,7 +191,7 @@ class GroupService:
         for plog in topic.partitions if partitions is None else partitions:
             offset = plog.log_start_offset
             while offset < plog.log_end_offset:
-                data = plog.read(offset, 1 << 20)
+                data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
                 if not data:
                     break
                 records = MemoryRecords(data)
@@ -217,6 +229,7 @@ class GroupService:
                 flushes.append(plog)
             if self.cluster is not None:
                 self.cluster.replicas.after_append((OFFSETS_TOPIC, p))
+                self.cluster.replicas.notify_appended([(OFFSETS_TOPIC, p)])   # wake followers' fetches
                 replicate.append(((OFFSETS_TOPIC, p), result.last_offset + 1))
         return flushes
 
@@ -232,7 +245,7 @@ class GroupService:
                 await self.cluster.replicas.wait_replicated(tp, leader, required, trio.current_time() + 5)
         for ticket, result in outcome.completed:
             waiter = self._waiting.get(ticket)
-            if waiter is not None:
+            if waiter is not None and not waiter.done.is_set():
                 waiter.result = result
                 waiter.done.set()
         at = outcome.next_deadline_ms
