@@ -11,6 +11,8 @@ A follower copies its leader's log with Kafka's own protocol:
    the epoch the follower knows; the batches come back with offsets and
    epochs stamped and are appended unchanged (``append_as_follower``).  The
    follower's high watermark is min(leader's high watermark, its own LEO).
+   Its log start follows the leader's (DeleteRecords), up to that high
+   watermark; retention runs on each replica by itself, as in Kafka.
 
 A partition leaves its fetcher when the cluster node sees a new leader; an
 epoch error from the leader (FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER) parks the
@@ -185,19 +187,23 @@ class ReplicaFetcher:
             topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
         if response.error_code:
             raise PeerError(f"fetch answered {ErrorCode(response.error_code).name}")
-        flushes, restarts = [], []
+        flushes, restarts, starts = [], [], []
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
                 s = self.partitions.get(tp)
                 if s is not None and s is ready.get(tp):
-                    self._apply(tp, s, p, flushes, restarts)
+                    self._apply(tp, s, p, flushes, restarts, starts)
         for plog in flushes:
             await run_blocking(plog.flush)
         for plog, offset in restarts:
             await run_blocking(plog.truncate_fully_and_start_at, offset)
+        for plog, offset in starts:
+            await run_blocking(plog.write_log_start_offset, offset)
+            plog.advance_log_start(offset)
 
-    def _apply(self, tp: TopicPartition, s: FollowState, p, flushes: list, restarts: list) -> None:
+    def _apply(self, tp: TopicPartition, s: FollowState, p, flushes: list, restarts: list,
+               starts: list) -> None:
         code = ErrorCode(p.error_code)
         plog = s.plog
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and plog.log_end_offset < p.log_start_offset:
@@ -220,3 +226,7 @@ class ReplicaFetcher:
             if result.needs_flush:
                 flushes.append(plog)
         plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))
+        # The leader's log start moved (DeleteRecords): follow, up to what is committed here.
+        start = min(p.log_start_offset, plog.high_watermark)
+        if start > plog.log_start_offset:
+            starts.append((plog, start))

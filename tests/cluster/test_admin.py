@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka.protocol.admin import DescribeConfigsRequest
 from kazoo.client import KazooClient
 
 from kwire.testing_cluster import send_request
-from tests.support.counting import create_topic, wait_for
+from tests.support.counting import create_topic, produce_counted, wait_for
 
 TOPIC_RESOURCE = 2
 
@@ -74,3 +76,38 @@ def test_invalid_topic_configs_are_refused_and_change_nothing(cluster):
         assert "retention.ms" in str(exc) or "INVALID_CONFIG" in str(exc), exc
     assert zookeeper_config(cluster, "strict-config") == {"retention.ms": "1000"}
     assert everywhere(cluster, "strict-config", "retention.ms") == {"1000"}
+
+
+def test_deleted_records_stay_deleted_after_the_leader_changes(cluster):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    create_topic(cluster.bootstrap, "trimmed", partitions=1, rf=3)
+    acked = produce_counted("confluent", cluster.bootstrap, "trimmed", 100, partitions=1)
+    assert len(acked[0]) == 100
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    result = admin.delete_records([TopicPartition("trimmed", 0, 60)])
+    assert list(result.values())[0].result(30).low_watermark == 60    # the new low watermark
+    leader = cluster.metadata()["topics"]["trimmed"][0]["leader"]
+    followers = [b for b in cluster.brokers if b != leader]
+    wait_for(lambda: all(min_log_offset(cluster, b, "trimmed") == 60 for b in followers), 10,
+             "the followers' log start at 60")
+    cluster.stop(leader)                                # a follower leads now
+    consumer = Consumer({"bootstrap.servers": cluster.live_bootstrap(), "group.id": "trim-reader",
+                         "enable.auto.commit": False})
+    low, high = consumer.get_watermark_offsets(TopicPartition("trimmed", 0), timeout=10)
+    assert (low, high) == (60, 100)
+    consumer.assign([TopicPartition("trimmed", 0, OFFSET_BEGINNING)])
+    values = []
+    deadline = time.monotonic() + 20
+    while len(values) < 40 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            values.append(int(msg.value()))
+    consumer.close()
+    assert values == list(range(60, 100))
+
+
+def min_log_offset(cluster, broker: int, topic: str) -> int | None:
+    """The log start offset broker ``broker`` has checkpointed for ``topic``-0 (None: none yet)."""
+    from kwire.log import checkpoints
+    path = os.path.join(cluster.broker(broker).data_dir, "logs", f"{topic}-0")
+    return checkpoints.read_log_start_offset(path)
