@@ -18,7 +18,6 @@ import hashlib
 import os
 import socket
 import struct
-import threading
 import time
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -85,12 +84,12 @@ def wait_identical_replicas(cluster: ClusterProcess, topic: str, partitions: int
                  f"identical replicas of {topic}-{p}")
 
 
-def produce_in_background(bootstrap: str, topic: str, records: int) -> tuple[threading.Thread, dict]:
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(acked=counting.produce_counted(
-        "confluent", bootstrap, topic, records, pause_every=100, timeout=90)))
-    thread.start()
-    return thread, result
+def produce_in_background(bootstrap: str, topic: str, records: int):
+    """A confluent-kafka producer in a thread, returned once a fifth of the records are acknowledged."""
+    thread, acked = counting.produce_in_background("confluent", bootstrap, topic, records,
+                                                   pause_every=100, timeout=90)
+    counting.wait_acknowledged(thread, acked, records // 5)
+    return thread, acked
 
 
 def check_counts(acked: dict, bootstrap: str, topic: str, records: int, what: str) -> None:
@@ -106,10 +105,8 @@ def test_a_leader_paused_past_its_session_is_fenced_and_nothing_is_lost(cluster)
     wait_full_isrs(cluster.zookeeper.connect, "paused")
     victim = counting.partition_states(cluster.zookeeper.connect, "paused")[0]["leader"]
     others = ",".join(cluster.broker(i).bootstrap for i in cluster.brokers if i != victim)
-    producer, result = produce_in_background(cluster.bootstrap, "paused", 60000)
-    time.sleep(2)
+    producer, acked = produce_in_background(cluster.bootstrap, "paused", 30000)
     cluster.pause(victim)
-    assert producer.is_alive(), "the load ended before the pause: produce more records"
     stale = send_stale_produce(("127.0.0.1", cluster.broker(victim).port), "paused", 0, timeout_ms=20000)
     wait_for(lambda: cluster.metadata(others)["topics"]["paused"][0]["leader"] not in (victim, -1), 30,
              "a new leader while the old one sleeps")
@@ -117,9 +114,8 @@ def test_a_leader_paused_past_its_session_is_fenced_and_nothing_is_lost(cluster)
     cluster.resume(victim)                 # it wakes up still believing it leads, requests waiting
     answer = stale_produce_answer(stale, 40)
     assert answer != 0, "a fenced leader acknowledged an acks=all write"
-    producer.join(120)
-    assert not producer.is_alive()
-    check_counts(result["acked"], cluster.bootstrap, "paused", 60000, f"pause (stale answer {answer})")
+    counting.join_producer(producer)
+    check_counts(acked, cluster.bootstrap, "paused", 30000, f"pause (stale answer {answer})")
     wait_full_isrs(cluster.zookeeper.connect, "paused", timeout=60)     # it rejoined, truncated
     wait_identical_replicas(cluster, "paused", 3)
 
@@ -130,10 +126,8 @@ def test_a_partitioned_leader_is_fenced_and_rejoins_after_the_heal(isolatable_cl
     create_topic(bootstrap, "split", partitions=3, rf=3, min_insync_replicas=2)
     wait_full_isrs(cluster.zookeeper.connect, "split")
     victim = counting.partition_states(cluster.zookeeper.connect, "split")[0]["leader"]
-    producer, result = produce_in_background(bootstrap, "split", 60000)
-    time.sleep(2)
+    producer, acked = produce_in_background(bootstrap, "split", 30000)
     cluster.isolate(victim)
-    assert producer.is_alive(), "the load ended before the partition: produce more records"
     # a client on the victim's side of the partition: it still reaches the broker directly
     stale = send_stale_produce(("127.0.0.1", cluster.broker(victim).port), "split", 0, timeout_ms=15000)
     answer = stale_produce_answer(stale, 40)
@@ -142,9 +136,8 @@ def test_a_partitioned_leader_is_fenced_and_rejoins_after_the_heal(isolatable_cl
     wait_for(lambda: cluster.metadata(others)["topics"]["split"][0]["leader"] not in (victim, -1), 30,
              "a new leader on the majority side")
     cluster.heal()
-    producer.join(120)
-    assert not producer.is_alive()
-    check_counts(result["acked"], bootstrap, "split", 60000, f"partition (stale answer {answer})")
+    counting.join_producer(producer)
+    check_counts(acked, bootstrap, "split", 30000, f"partition (stale answer {answer})")
     wait_full_isrs(cluster.zookeeper.connect, "split", timeout=60)
     wait_identical_replicas(cluster, "split", 3)
     assert sorted(cluster.metadata()["brokers"]) == [1, 2, 3]

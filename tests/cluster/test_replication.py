@@ -7,7 +7,6 @@ The cluster fixture (tests/cluster/conftest.py) runs ZooKeeper and three
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
@@ -78,18 +77,13 @@ def test_kill_9_of_leaders_under_acks_all_load_loses_nothing(cluster, client, re
     create_topic(cluster.bootstrap, "load", partitions=3, rf=3, min_insync_replicas=2)
     wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "load").values()),
              20, "full ISRs")
-    result: dict = {}
-    producer = threading.Thread(target=lambda: result.update(acked=counting.produce_counted(
-        client, cluster.bootstrap, "load", records, pause_every=100, timeout=90)))
-    producer.start()
-    time.sleep(2)
+    producer, acked = counting.produce_in_background(client, cluster.bootstrap, "load", records,
+                                                     pause_every=100, timeout=90)
+    counting.wait_acknowledged(producer, acked, records // 5)
     victim = partition_states(cluster, "load")[0]["leader"]
     started = time.monotonic()
     cluster.kill(victim)
-    assert producer.is_alive(), "the load ended before the kill: produce more records"
-    producer.join(120)
-    assert not producer.is_alive()
-    acked = result["acked"]
+    counting.join_producer(producer)
     new_states = wait_for(lambda: (s := partition_states(cluster, "load")) and s[0]["leader"] != victim and s,
                           20, "a new leader")
     assert new_states[0]["leader_epoch"] >= 1

@@ -66,23 +66,57 @@ def wait_full_isrs(zookeeper_connect: str, topic: str, replicas: int = 3, timeou
 
 def produce_counted(client: str, bootstrap: str, topic: str, count: int, *, partitions: int = 3,
                     acks: str = "all", idempotent: bool = True, pause_every: int = 0,
-                    timeout: float = 60) -> dict[int, list[int]]:
+                    timeout: float = 60, acked: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
     """Produce ``count`` records through ``client`` (one of ``CLIENTS``); returns the
-    acknowledged values per partition in acknowledgement order."""
+    acknowledged values per partition in acknowledgement order.  ``acked``, when given, is
+    filled as acknowledgements arrive (a test in another thread waits for some before a fault)."""
+    acked = {} if acked is None else acked
+    args = (bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout, acked)
     if client == "confluent":
-        return _produce_confluent(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout)
-    if client == "kafka-python":
-        return _produce_kafka_python(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout)
-    if client == "aiokafka":
+        _produce_confluent(*args)
+    elif client == "kafka-python":
+        _produce_kafka_python(*args)
+    elif client == "aiokafka":
         import asyncio
-        return asyncio.run(_produce_aiokafka(bootstrap, topic, count, partitions, acks, idempotent,
-                                             pause_every, timeout))
-    raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
+        asyncio.run(_produce_aiokafka(*args))
+    else:
+        raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
+    return acked
 
 
-def _produce_confluent(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout):
+def produce_in_background(client: str, bootstrap: str, topic: str, count: int, **kwargs):
+    """Start ``produce_counted`` in a thread; returns (thread, acked), ``acked`` filled live.
+    An exception in the thread is re-raised by ``join_producer``."""
+    import threading
     acked: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
 
+    def run():
+        try:
+            produce_counted(client, bootstrap, topic, count, acked=acked, **kwargs)
+        except BaseException as exc:       # surfaced by join_producer
+            errors.append(exc)
+    thread = threading.Thread(target=run, name=f"produce-{client}")
+    thread.errors = errors
+    thread.start()
+    return thread, acked
+
+
+def join_producer(thread, timeout: float = 120) -> None:
+    thread.join(timeout)
+    assert not thread.is_alive(), f"the producer did not finish within {timeout} s"
+    if thread.errors:
+        raise thread.errors[0]
+
+
+def wait_acknowledged(thread, acked: dict, at_least: int, timeout: float = 60) -> None:
+    """Wait until ``at_least`` records are acknowledged, the producer still running."""
+    wait_for(lambda: total(acked) >= at_least or not thread.is_alive(), timeout,
+             f"{at_least} acknowledged records")
+    assert thread.is_alive(), f"the producer ended with {total(acked)} acknowledged, before the fault"
+
+
+def _produce_confluent(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout, acked):
     def report(err, msg):
         if err is None:
             acked.setdefault(msg.partition(), []).append(int(msg.value()))
@@ -97,12 +131,10 @@ def _produce_confluent(bootstrap, topic, count, partitions, acks, idempotent, pa
         if pause_every and i % pause_every == pause_every - 1:
             producer.flush(timeout)
     producer.flush(timeout)
-    return acked
 
 
-def _produce_kafka_python(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout):
+def _produce_kafka_python(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout, acked):
     from kafka import KafkaProducer
-    acked: dict[int, list[int]] = {}
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks=-1 if acks == "all" else int(acks),
                              enable_idempotence=idempotent, linger_ms=5, retry_backoff_ms=100,
                              request_timeout_ms=5000, delivery_timeout_ms=int(timeout * 1000),
@@ -117,14 +149,12 @@ def _produce_kafka_python(bootstrap, topic, count, partitions, acks, idempotent,
         producer.flush(timeout)
     finally:
         producer.close(5)
-    return acked
 
 
-async def _produce_aiokafka(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout):
+async def _produce_aiokafka(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout, acked):
     import asyncio
 
     from aiokafka import AIOKafkaProducer
-    acked: dict[int, list[int]] = {}
     # aiokafka expires a batch waiting for a leader after request_timeout_ms (it has no
     # delivery.timeout.ms): give it the whole budget, as a user riding out a failover would
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all" if acks == "all" else int(acks),
@@ -146,7 +176,6 @@ async def _produce_aiokafka(bootstrap, topic, count, partitions, acks, idempoten
             await asyncio.gather(*(one(i) for i in range(start, min(start + step, count))))
     finally:
         await producer.stop()
-    return acked
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> dict[int, list[int]]:
