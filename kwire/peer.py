@@ -43,7 +43,6 @@ class PeerConnection:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._correlation_id = 0
-        self._buffer = bytearray()
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> "PeerConnection":
@@ -80,20 +79,25 @@ class PeerConnection:
             raise PeerError("response correlation id does not match the request")
         return response
 
-    async def _receive_frame(self) -> bytes:
-        while True:
-            if len(self._buffer) >= 4:
-                (size,) = SIZE.unpack_from(self._buffer)
-                if size < 4 or size > MAX_RESPONSE_BYTES:
-                    raise PeerError(f"response frame of {size} bytes")
-                if len(self._buffer) >= 4 + size:
-                    frame = bytes(self._buffer[4:4 + size])
-                    del self._buffer[:4 + size]
-                    return frame
-            chunk = await self.stream.receive_some(1 << 20)
-            if not chunk:
+    async def _receive_frame(self) -> bytearray:
+        """One response frame, read straight into a buffer of its size (one request is in
+        flight, so nothing follows it): a follower's fetch responses are megabytes, and
+        each copy of them costs as much as writing them to the log."""
+        (size,) = SIZE.unpack(await self._receive_exactly(4))
+        if size < 4 or size > MAX_RESPONSE_BYTES:
+            raise PeerError(f"response frame of {size} bytes")
+        return await self._receive_exactly(size)
+
+    async def _receive_exactly(self, n: int) -> bytearray:
+        buffer = bytearray(n)
+        view = memoryview(buffer)
+        got = 0
+        while got < n:
+            count = await self.stream.socket.recv_into(view[got:])
+            if not count:
                 raise PeerError("the peer closed the connection")
-            self._buffer += chunk
+            got += count
+        return buffer
 
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):
