@@ -45,10 +45,19 @@ def join_answer(s: socket.socket):
 
 def test_a_parked_join_is_sent_to_the_new_coordinator_when_leadership_moves(cluster):
     group = "moving-group"
-    coordinator = coordinator_of(cluster.broker(1).bootstrap, group)
+
+    def first_join():
+        """The first member's JoinGroup, once the coordinator has loaded the group's partition
+        (until then it answers COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS)."""
+        coordinator = coordinator_of(cluster.broker(1).bootstrap, group)
+        s = send_join(cluster.broker(coordinator).bootstrap, group)
+        answer = join_answer(s)
+        if answer.error_code in (14, 15, NOT_COORDINATOR):
+            s.close()
+            return None
+        return coordinator, s, answer
+    coordinator, first, joined = wait_for(first_join, 20, "a coordinator that accepts the group")
     address = cluster.broker(coordinator).bootstrap
-    first = send_join(address, group)
-    joined = join_answer(first)
     assert joined.error_code == 0 and joined.leader == joined.member_id
     second = send_join(address, group)         # parked: the rebalance waits for the first member
     time.sleep(0.5)

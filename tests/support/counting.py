@@ -148,7 +148,13 @@ def _produce_kafka_python(bootstrap, topic, count, partitions, acks, idempotent,
                 producer.flush(timeout)
         producer.flush(timeout)
     finally:
-        producer.close(5)
+        try:
+            producer.close(5)
+        except Exception:
+            # kafka-python's close() flushes first and, when that times out, raises before it
+            # stops its sender thread; stop it, or it keeps retrying for the rest of the session
+            producer._sender.force_close()
+            raise
 
 
 async def _produce_aiokafka(bootstrap, topic, count, partitions, acks, idempotent, pause_every, timeout, acked):
