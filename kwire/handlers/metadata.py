@@ -25,14 +25,19 @@ def partition_entries(ctx, topic) -> list[dict]:
 
 
 def cluster_partition_entries(snap, topic) -> list[dict]:
-    """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster_node)."""
+    """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster_node).
+
+    A leader that is not among the live brokers (its session expired and the controller has
+    not elected another yet) is answered as Kafka's metadata cache does: LEADER_NOT_AVAILABLE
+    with no leader id, never an id missing from the response's broker list (kafka-python's
+    producer thread fails on every send to such a node until its next metadata)."""
     meta = snap.topics.get(topic.name) if snap else None
     entries = []
     for i in range(len(topic.partitions)):
         replicas = list(meta.assignment.get(i, ())) if meta else []
         state = snap.states.get((topic.name, i)) if snap else None
         offline = [r for r in replicas if r not in snap.brokers] if snap else []
-        if state is None or state.leader < 0:
+        if state is None or state.leader < 0 or state.leader not in snap.brokers:
             entries.append({"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": i,
                             "leader_id": -1, "leader_epoch": state.leader_epoch if state else -1,
                             "replica_nodes": replicas, "isr_nodes": list(state.isr) if state else [],

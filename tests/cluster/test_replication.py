@@ -75,10 +75,8 @@ def test_acks_all_records_survive_the_loss_of_two_brokers(cluster):
         assert seen[p] == sorted(seen[p]) and len(seen[p]) == len(set(seen[p]))   # order, no duplicates
 
 
-# kafka-python 3.0.12 is left out: in one full CI run its idempotent producer stalled after the
-# kill (a batch neither acknowledged nor expired within delivery.timeout.ms); 16 runs alone and
-# under CPU load passed.  Until that is understood it would make the suite flaky.
-@pytest.mark.parametrize("client, records", [("confluent", 40000), ("aiokafka", 10000)])
+@pytest.mark.parametrize("client, records", [("confluent", 40000), ("kafka-python", 10000),
+                                             ("aiokafka", 10000)])
 def test_kill_9_of_leaders_under_acks_all_load_loses_nothing(cluster, client, records):
     create_topic(cluster.bootstrap, "load", partitions=3, rf=3, min_insync_replicas=2)
     wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "load").values()),
