@@ -50,6 +50,7 @@ class LeaderState:
     zk_version: int
     epoch_start_offset: int
     follower_leo: dict[int, int] = dataclasses.field(default_factory=dict)
+    follower_start: dict[int, int] = dataclasses.field(default_factory=dict)   # their log start offsets
     caught_up_ms: dict[int, int] = dataclasses.field(default_factory=dict)
     hw_event: trio.Event = dataclasses.field(default_factory=trio.Event)
 
@@ -133,13 +134,16 @@ class ReplicaManager:
             self._advance_hw(tp, state)
 
     def on_follower_fetch(self, tp: TopicPartition, state: LeaderState, replica_id: int,
-                          fetch_offset: int) -> None:
-        """Record a follower's LEO (its fetch offset); may move the high watermark and ask
-        for an ISR expansion."""
+                          fetch_offset: int, log_start_offset: int = -1) -> None:
+        """Record a follower's LEO (its fetch offset) and log start; may move the high watermark
+        and ask for an ISR expansion."""
         if replica_id not in state.replicas:
             return
         plog = state.plog
         state.follower_leo[replica_id] = fetch_offset
+        if log_start_offset > state.follower_start.get(replica_id, -1):
+            state.follower_start[replica_id] = log_start_offset
+            self._wake(state)
         if fetch_offset >= plog.log_end_offset:
             state.caught_up_ms[replica_id] = self.clock.now_ms()
         if (replica_id not in state.isr and fetch_offset >= plog.high_watermark
@@ -164,6 +168,33 @@ class ReplicaManager:
             with trio.move_on_at(deadline):
                 await state.hw_event.wait()
 
+    def low_watermark(self, state: LeaderState) -> int:
+        """The smallest log start offset over this leader and its live followers (Kafka's
+        low watermark, what DeleteRecords answers); -1 while a live follower has not reported."""
+        low = state.plog.log_start_offset
+        for r in state.replicas:
+            if r != self.node_id and (self.live is None or r in self.live):
+                low = min(low, state.follower_start.get(r, -1))
+        return low
+
+    async def wait_low_watermark(self, tp: TopicPartition, state: LeaderState, required: int,
+                                 deadline: float) -> ErrorCode:
+        """DeleteRecords: wait until every live replica's log start reaches ``required``.
+        Returns NONE, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT.  Cancel-safe."""
+        while True:
+            if self.leaders.get(tp) is not state:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if self.low_watermark(state) >= required:
+                return ErrorCode.NONE
+            if trio.current_time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            with trio.move_on_at(deadline):
+                await state.hw_event.wait()
+
+    def _wake(self, state: LeaderState) -> None:
+        event, state.hw_event = state.hw_event, trio.Event()
+        event.set()
+
     # -- the high watermark -------------------------------------------------------------
     def _advance_hw(self, tp: TopicPartition, state: LeaderState) -> None:
         plog = state.plog
@@ -172,8 +203,7 @@ class ReplicaManager:
             if r != self.node_id:
                 hw = min(hw, state.follower_leo.get(r, -1))
         if hw >= 0 and plog.update_high_watermark(hw):
-            event, state.hw_event = state.hw_event, trio.Event()
-            event.set()
+            self._wake(state)
             self.notify_appended([tp])
 
     # -- ISR maintenance -------------------------------------------------------------

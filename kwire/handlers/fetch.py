@@ -53,7 +53,7 @@ def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
 
 
 def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epoch: int | None,
-                  replica_id: int = -1, fetch_offset: int = -1) -> int | None:
+                  replica_id: int = -1, fetch_offset: int = -1, log_start_offset: int = -1) -> int | None:
     """Whether this broker serves reads of the partition; raises KafkaApiError.
 
     Single node: the leader epoch check alone.  Cluster: leadership too
@@ -68,7 +68,7 @@ def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epo
     leader = cluster.replicas.check_leader(tp, plog, current_leader_epoch)
     if replica_id < 0:
         return None
-    cluster.replicas.on_follower_fetch(tp, leader, replica_id, fetch_offset)
+    cluster.replicas.on_follower_fetch(tp, leader, replica_id, fetch_offset, log_start_offset)
     return plog.log_end_offset
 
 
@@ -79,7 +79,7 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
         return empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
     try:
         max_offset = check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch,
-                                   replica_id, p.fetch_offset)
+                                   replica_id, p.fetch_offset, getattr(p, "log_start_offset", -1))
         if budget > 0 or first:
             slices = plog.read_slices(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
                                       min_one_batch=first, max_offset=max_offset)

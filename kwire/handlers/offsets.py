@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..blocking import admin_lock, run_blocking
@@ -55,15 +57,20 @@ async def handle_list_offsets(ctx, request):
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def delete_partition(ctx, topic_name: str, p) -> dict:
+async def delete_partition(ctx, topic_name: str, p, timeout_ms: int) -> dict:
     """Checkpoint the new log start in a worker thread, then move it (on the Trio thread), so
-    no reader sees records deleted that would come back after a crash.  Cancel-safe."""
+    no reader sees records deleted that would come back after a crash.  In a cluster only the
+    leader deletes, and answers once every live follower has moved its log start too (Kafka's
+    low watermark), or REQUEST_TIMED_OUT after ``timeout_ms``.  Cancel-safe."""
     logs = ctx.broker.logs
     plog = logs.partition(topic_name, p.partition_index)
     if plog is None:
         return {"partition_index": p.partition_index, "low_watermark": -1,
                 "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+    cluster = ctx.broker.cluster
+    tp = (topic_name, p.partition_index)
     try:
+        leader = cluster.replicas.check_leader(tp, plog, None) if cluster is not None else None
         async with admin_lock(logs):  # one writer of the checkpoint file at a time
             target = plog.delete_records_target(p.offset)
             if target is not None:
@@ -77,11 +84,17 @@ async def delete_partition(ctx, topic_name: str, p) -> dict:
         logger.exception("%s-%d: cannot checkpoint the log start offset", topic_name, p.partition_index)
         return {"partition_index": p.partition_index, "low_watermark": -1,
                 "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR)}
-    return {"partition_index": p.partition_index, "low_watermark": plog.log_start_offset, "error_code": 0}
+    if leader is None:
+        return {"partition_index": p.partition_index, "low_watermark": plog.log_start_offset, "error_code": 0}
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    code = await cluster.replicas.wait_low_watermark(tp, leader, plog.log_start_offset, deadline)
+    return {"partition_index": p.partition_index, "low_watermark": cluster.replicas.low_watermark(leader),
+            "error_code": int(code)}
 
 
 @handles(21, 0, 2)
 async def handle_delete_records(ctx, request):
-    topics = [{"name": t.name, "partitions": [await delete_partition(ctx, t.name, p) for p in t.partitions]}
+    topics = [{"name": t.name, "partitions": [await delete_partition(ctx, t.name, p, request.timeout_ms)
+                                              for p in t.partitions]}
               for t in request.topics]
     return {"throttle_time_ms": 0, "topics": topics}
