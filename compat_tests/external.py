@@ -31,7 +31,8 @@ def _run(args, timeout, input_text=None) -> subprocess.CompletedProcess:
         raise ClientError(None, f"{args[0]} timed out after {timeout:.0f}s", local=True) from exc
 
 
-def _end(proc: subprocess.Popen, timeout: float = 10) -> None:
+def end_process(proc: subprocess.Popen, timeout: float = 10) -> int:
+    """Terminate ``proc`` (then kill it) if it still runs; return its exit code."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -39,6 +40,7 @@ def _end(proc: subprocess.Popen, timeout: float = 10) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    return proc.returncode
 
 
 class _PipeMember(Member):
@@ -84,7 +86,7 @@ class _PipeMember(Member):
             try:
                 self.proc.wait(timeout / 2)
             except subprocess.TimeoutExpired:
-                _end(self.proc)
+                end_process(self.proc)
         self._thread.join(timeout / 2)
 
 

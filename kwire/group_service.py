@@ -35,10 +35,11 @@ OFFSETS_TOPIC = "__consumer_offsets"
 class _Waiter:
     __slots__ = ("done", "result", "group_id", "result_class")
 
-    def __init__(self, group_id: str):
+    def __init__(self, group_id: str, result_class):
         self.done = trio.Event()
         self.result = None
         self.group_id = group_id
+        self.result_class = result_class     # JoinResult or SyncResult, for NOT_COORDINATOR
 
 
 class GroupService:
@@ -154,8 +155,7 @@ class GroupService:
         """Like ``_call`` for a call that answers by ticket; waits for that answer (or
         ``result_class(NOT_COORDINATOR)`` when the group moves to another broker meanwhile)."""
         ticket = next(self._tickets)
-        waiter = self._waiting[ticket] = _Waiter(group_id)
-        waiter.result_class = result_class
+        waiter = self._waiting[ticket] = _Waiter(group_id, result_class)
         try:
             await self._call(lambda now: call(ticket, now))
             await waiter.done.wait()

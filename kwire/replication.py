@@ -156,17 +156,10 @@ class ReplicaManager:
         """Wait until the high watermark reaches ``required`` (acks=all).  Returns NONE,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT.
         Cancel-safe: nothing is held while waiting."""
-        while True:
-            if self.leaders.get(tp) is not state:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if state.plog.high_watermark >= required:
-                if len(state.isr) < state.plog.config.min_insync_replicas:
-                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return ErrorCode.NONE
-            if trio.current_time() >= deadline:
-                return ErrorCode.REQUEST_TIMED_OUT
-            with trio.move_on_at(deadline):
-                await state.hw_event.wait()
+        code = await self._wait_until(tp, state, lambda: state.plog.high_watermark >= required, deadline)
+        if code == ErrorCode.NONE and len(state.isr) < state.plog.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return code
 
     def low_watermark(self, state: LeaderState) -> int:
         """The smallest log start offset over this leader and its live followers (Kafka's
@@ -181,10 +174,15 @@ class ReplicaManager:
                                  deadline: float) -> ErrorCode:
         """DeleteRecords: wait until every live replica's log start reaches ``required``.
         Returns NONE, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT.  Cancel-safe."""
+        return await self._wait_until(tp, state, lambda: self.low_watermark(state) >= required, deadline)
+
+    async def _wait_until(self, tp: TopicPartition, state: LeaderState, reached, deadline: float) -> ErrorCode:
+        """Wait, woken by each follower report, until ``reached()`` while ``state`` still leads
+        ``tp``: NONE, NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT at ``deadline``."""
         while True:
             if self.leaders.get(tp) is not state:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if self.low_watermark(state) >= required:
+            if reached():
                 return ErrorCode.NONE
             if trio.current_time() >= deadline:
                 return ErrorCode.REQUEST_TIMED_OUT

@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kwire.compat_tests.external import end_process
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JARS = REPO_ROOT.parent / "shared" / "jars"
 CLIENT_JAR = "kafka-clients-4.0.0-SNAPSHOT.jar"
@@ -97,11 +99,4 @@ def start_java(main_class: str, *args: Any, sources: Path = SOURCES, jvm_args: t
 
 def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
     """Terminate ``proc`` (then kill it) if it still runs; return its exit code."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
-    return proc.returncode
+    return end_process(proc, timeout)
