@@ -122,6 +122,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("log.segment.delete.delay.ms", T.LONG, 60000, "Time before a deleted segment file is removed.",
               at_least(0)),
     ConfigKey("log.preallocate", T.BOOLEAN, False, "Preallocate segment files."),
+    ConfigKey("log.writeback.interval.bytes", T.LONG, 8388608,
+              "kwire-specific: after this many bytes appended to a segment, ask the kernel to start "
+              "writing them out (not a flush; nothing waits); 0 leaves write-back to the kernel.",
+              at_least(0)),
+    ConfigKey("log.page.cache.keep.bytes", T.LONG, 67108864,
+              "kwire-specific: pages of a segment more than this many bytes behind its end, already "
+              "handed to write-back, are dropped from the page cache; -1 keeps them all.", at_least(-1)),
     ConfigKey("log.message.timestamp.type", T.STRING, "CreateTime",
               "Whether message timestamps are the producer's (CreateTime) or the append time (LogAppendTime).",
               one_of("CreateTime", "LogAppendTime")),

@@ -223,6 +223,8 @@ def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         message_timestamp_before_max_ms=_or_difference(get, "message.timestamp.before.max.ms"),
         message_timestamp_after_max_ms=_or_difference(get, "message.timestamp.after.max.ms"),
         min_insync_replicas=get("min.insync.replicas"),
+        writeback_interval_bytes=broker.values.get("log.writeback.interval.bytes", LogConfig.writeback_interval_bytes),
+        page_cache_keep_bytes=broker.values.get("log.page.cache.keep.bytes", LogConfig.page_cache_keep_bytes),
     )
 
 

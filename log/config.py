@@ -19,3 +19,5 @@ class LogConfig:
     message_timestamp_before_max_ms: int = 9223372036854775807  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = 9223372036854775807   # message.timestamp.after.max.ms
     min_insync_replicas: int = 1             # min.insync.replicas (acks=all in a cluster)
+    writeback_interval_bytes: int = 8388608  # log.writeback.interval.bytes (broker only, kwire)
+    page_cache_keep_bytes: int = 67108864    # log.page.cache.keep.bytes (broker only, kwire)

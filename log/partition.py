@@ -206,6 +206,7 @@ class PartitionLog(ReplicaLog):
             self.health.write_failed(exc.message, now_ms)
             raise
         self.health.write_succeeded()
+        segment.write_behind(self.config.writeback_interval_bytes, self.config.page_cache_keep_bytes)
         self.log_end_offset = offset
         self._end_point = (offset, segment.base_offset, segment.size)
         count = sum(header.record_count for header in headers)

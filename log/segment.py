@@ -42,6 +42,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.records import BatchHeader
 
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .pagecache import WriteBehind
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class LogSegment:
         self._index_counts: tuple[int, int] | None = None   # entries before this append's first
         self._fd: int | None = None
         self._lock = threading.Lock()             # flush (worker thread) vs. close/delete
+        self._write_behind = WriteBehind()
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r}, size={self.size}, next_offset={self.next_offset})"
@@ -350,11 +352,18 @@ class LogSegment:
                     written = 0
         return total
 
+    def write_behind(self, interval: int, keep: int) -> None:
+        """Page-cache hints after appends (kwire.log.pagecache): start write-back of every
+        ``interval`` new bytes, drop pages ``keep`` bytes behind the end.  Never raises."""
+        if self._fd is not None:
+            self._write_behind.after_append(self._fd, self.size, interval, keep)
+
     def _undo(self, saved: _State, rebuilt: bool, cause: OSError) -> None:
         """Cut the log and indexes back to ``saved``; raises UndoFailed if that fails."""
         try:
             os.ftruncate(self._file(), saved.size)
             self.size = saved.size
+            self._write_behind.truncated(saved.size)
             if rebuilt:
                 self.rebuild_indexes(why="rebuilt during a failed append")
             elif self._index_counts is not None:
@@ -446,6 +455,7 @@ class LogSegment:
             keep, why = None, str(exc)
         os.ftruncate(self._file(), position)
         cut, self.size = self.size - position, position
+        self._write_behind.truncated(position)
         if keep is None:
             self.rebuild_indexes(why=why)
             return cut

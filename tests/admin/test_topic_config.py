@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from kwire.admin.broker_config import BROKER_KEYS, ConfigType, broker_config_from_text
+from kwire.admin.broker_config import BROKER_KEYS, ConfigError, ConfigType, broker_config_from_text
 from kwire.admin.topic_config import (
     TOPIC_KEYS, AlterOp, apply_incremental, broker_default, effective_log_config, validate_topic_configs,
 )
@@ -115,6 +115,17 @@ def test_effective_log_config_without_overrides_is_the_broker_log_config():
     assert effective_log_config(b, {}) == dataclasses.replace(
         LogConfig(), retention_ms=180000, segment_bytes=4096, cleanup_policy="compact")
     assert effective_log_config(DEFAULTS, {}) == LogConfig()
+
+
+def test_page_cache_hints_are_broker_settings_that_no_topic_overrides():
+    b = broker_config_from_text("log.writeback.interval.bytes=0\nlog.page.cache.keep.bytes=-1")
+    assert effective_log_config(b, {}) == dataclasses.replace(
+        LogConfig(), writeback_interval_bytes=0, page_cache_keep_bytes=-1)
+    assert (LogConfig().writeback_interval_bytes, LogConfig().page_cache_keep_bytes) == (8 << 20, 64 << 20)
+    for bad in ("log.writeback.interval.bytes=-1", "log.page.cache.keep.bytes=-2",
+                "log.writeback.interval.bytes=lots"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0]):
+            broker_config_from_text(bad)
 
 
 def test_effective_log_config_overrides_win():
