@@ -10,6 +10,7 @@ import trio
 
 from kwire.admin.broker_config import ConfigError, load_broker_config, parse_overrides
 
+from .allocator import tune_for_broker
 from .broker import Broker
 from .server import serve
 
@@ -67,6 +68,7 @@ def main(argv=None) -> int:
         logging.getLogger("kwire").warning("%s", warning)
     for note in config.notes:
         logging.getLogger("kwire").info("%s", note)
+    tune_for_broker()
     broker = Broker(config)
     host, port = config.listen_host, config.listen_port
     try:
