@@ -72,7 +72,8 @@ class PeerConnection:
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
             raise PeerError(f"request {request_class.__name__} v{version} failed: {exc!r}") from None
         try:
-            response = response_class.decode(frame, version=version, header=True)
+            # a view: kafka-python's decoder copies a bytes field once from a view, twice from a bytearray
+            response = response_class.decode(memoryview(frame), version=version, header=True)
         except Exception as exc:      # kafka-python's decoder leaks struct.error / IndexError
             raise PeerError(f"undecodable {response_class.__name__} v{version}: {exc!r}") from None
         if response._header.correlation_id != self._correlation_id:
