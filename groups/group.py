@@ -113,6 +113,9 @@ class Group:
     new_member_added: bool = False
     subscribed_topics: frozenset[str] | None = None
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    # Offsets committed inside open transactions (TxnOffsetCommit), by producer id: they
+    # replace ``offsets`` when the transaction commits and vanish when it aborts.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetEntry]] = field(default_factory=dict)
     # Replayed members get their session deadline on the first clock reading.
     unscheduled: bool = False
 

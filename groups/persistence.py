@@ -42,8 +42,11 @@ class PersistenceMixin:
             self._unscheduled.discard(group_id)
         return len(doomed)
 
-    def replay(self, key: bytes, value: bytes | None) -> bool:
+    def replay(self, key: bytes, value: bytes | None, producer_id: int | None = None) -> bool:
         """Apply one ``__consumer_offsets`` record at start-up (value None = tombstone).
+
+        A record of a transactional batch (``producer_id``) is an offset commit held
+        pending until ``replay_marker`` sees its transaction's marker.
 
         Returns False for a record that was skipped: a key of a kind this
         coordinator does not own, or bytes that do not decode (logged, so one
@@ -52,7 +55,16 @@ class PersistenceMixin:
         """
         try:
             k = decode_key(bytes(key)) if key is not None else None
-            if isinstance(k, OffsetKey):
+            if isinstance(k, OffsetKey) and producer_id is not None:
+                if value is not None:
+                    v = decode_offset_value(bytes(value))
+                    group = self._groups.get(k.group_id)
+                    if group is None:
+                        group = self._groups[k.group_id] = Group(k.group_id, state_timestamp=v.commit_timestamp)
+                    group.pending_txn_offsets.setdefault(producer_id, {})[(k.topic, k.partition)] = OffsetEntry(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                    self._stale.add(k.group_id)
+            elif isinstance(k, OffsetKey):
                 self._replay_offset(k, None if value is None else decode_offset_value(bytes(value)))
             elif isinstance(k, GroupKey):
                 self._replay_group(k.group_id, None if value is None else decode_group_value(bytes(value)))
@@ -62,6 +74,12 @@ class PersistenceMixin:
             logger.warning("skipping undecodable group record (key %r): %s", key, e)
             return False
         return True
+
+    def replay_marker(self, producer_id: int, commit: bool, in_partition) -> None:
+        """A COMMIT/ABORT marker met while replaying the offsets partition ``in_partition`` selects."""
+        for group in self._groups.values():
+            if producer_id in group.pending_txn_offsets and in_partition(group.group_id):
+                self._complete_group_txn(group, producer_id, commit)
 
     def _replay_offset(self, k: OffsetKey, v) -> None:
         group = self._groups.get(k.group_id)

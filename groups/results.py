@@ -26,10 +26,15 @@ class GroupConfig:
 
 
 class Record(NamedTuple):
-    """A record for ``__consumer_offsets``: append to ``partition_for(group_id, n)``; value None = tombstone."""
+    """A record for ``__consumer_offsets``: append to ``partition_for(group_id, n)``; value None = tombstone.
+
+    ``producer`` (producer id, epoch) marks an offset commit of a transaction (TxnOffsetCommit):
+    it goes into a transactional batch of that producer, and counts only once the
+    transaction's COMMIT marker follows it in the partition."""
     group_id: str
     key: bytes
     value: bytes | None
+    producer: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ class TimersMixin:
 
     @staticmethod
     def _droppable(group: Group) -> bool:
-        return group.is_(EMPTY) and not group.offsets and not group.pending_members and not group.members
+        return (group.is_(EMPTY) and not group.offsets and not group.pending_members and not group.members
+                and not group.pending_txn_offsets)
 
     def _expire_offsets(self, fx: Effects, group: Group) -> None:
         cfg, now_ms = self.config, fx.now_ms

@@ -97,8 +97,8 @@ class Harness:
     def replayed(self, **config):
         config.setdefault("initial_rebalance_delay_ms", self.config.initial_rebalance_delay_ms)
         other = GroupCoordinator(GroupConfig(**config))
-        for _group, key, value in self.log:
-            other.replay(key, value)
+        for _group, key, value, producer in self.log:
+            other.replay(key, value, None if producer is None else producer[0])
         return other
 
     def settle(self, tickets):

@@ -16,7 +16,7 @@ def test_simple_group_commit_and_fetch():
     assert h.c.fetch_offsets("unknown", [("t", 0)]) == [("t", 0, -1, -1, "", E.NONE)]
     assert h.c.fetch_offsets("unknown", None) == []
     assert h.c.list_groups(None) == [("simple", "", "Empty")]
-    assert len(h.log) == 2 and all(v is not None for _, _, v in h.log)
+    assert len(h.log) == 2 and all(v is not None for _, _, v, _ in h.log)
     # metadata None is stored as ""
     assert h.commit("simple", -1, "", OffsetCommit("t", 2, 1, -1, None)) == [E.NONE]
     assert h.c.fetch_offsets("simple", [("t", 2)])[0][4] == ""
@@ -62,12 +62,12 @@ def test_delete_groups():
     h.commit("g", gen, ids[0], ("t", 0, 1))
     out = h.apply(h.c.delete_groups(["simple", "g", "missing", None], h.now))
     assert out.result == [E.NONE, E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND, E.INVALID_GROUP_ID]
-    assert [v for _, _, v in out.records] == [None]  # the offset tombstone; a generation-0 group wrote no metadata
+    assert [v for _, _, v, _ in out.records] == [None]  # the offset tombstone; a generation-0 group wrote no metadata
     assert h.c.fetch_offsets("simple", None) == []
     h.leave("g", *[(m, None, None) for m in ids])
     out = h.apply(h.c.delete_groups(["g"], h.now))
     assert out.result == [E.NONE]
-    assert sorted(k for _, k, v in out.records if v is None) == sorted([k for _, k, _ in out.records])
+    assert sorted(k for _, k, v, _ in out.records if v is None) == sorted([k for _, k, _, _ in out.records])
     assert len(out.records) == 2  # one offset tombstone + the group tombstone
     assert h.c.describe_group("g").state == "Dead"
     assert h.c.list_groups(None) == []
@@ -78,7 +78,7 @@ def test_delete_offsets():
     h.commit("simple", -1, "", ("t", 0, 1), ("t", 1, 1))
     out = h.apply(h.c.delete_offsets("simple", [("t", 0), ("x", 0)], h.now))
     assert out.result == (E.NONE, [E.NONE, E.NONE])
-    assert [v for _, _, v in out.records] == [None]
+    assert [v for _, _, v, _ in out.records] == [None]
     assert h.apply(h.c.delete_offsets("missing", [("t", 0)], h.now)).result == (E.GROUP_ID_NOT_FOUND, [E.GROUP_ID_NOT_FOUND])
     assert h.apply(h.c.delete_offsets("", [("t", 0)], h.now)).result == (E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID])
     # the last offset of an Empty group goes: the group goes too
@@ -108,7 +108,7 @@ def test_offsets_of_empty_group_expire_from_when_it_became_empty():
     out = h.tick(5000 + DAY)
     assert h.c.fetch_offsets("g", None) == []
     assert h.c.describe_group("g").state == "Dead"
-    assert [v for _, _, v in out.records] == [None, None]  # offset + group tombstones
+    assert [v for _, _, v, _ in out.records] == [None, None]  # offset + group tombstones
     assert h.c.next_deadline_ms() is None
 
 
@@ -136,3 +136,52 @@ def test_empty_group_without_offsets_is_dropped_after_the_check_interval():
     h.leave("g", (ids[0], None, None))
     h.tick(h.now + 600_000)
     assert h.c.list_groups(None) == []
+
+
+def txn_commit(h, group, producer_id, *offsets, generation=-1, member="", epoch=0):
+    commits = [OffsetCommit(*o) for o in offsets]
+    return h.apply(h.c.txn_commit_offsets(group, producer_id, epoch, generation, member, None, commits,
+                                          h.now)).result
+
+
+def test_transactional_offsets_count_only_once_their_transaction_commits():
+    h = Harness()
+    assert h.commit("g", -1, "", ("t", 0, 5)) == [E.NONE]
+    assert txn_commit(h, "g", 7, ("t", 0, 10), ("t", 1, 3), epoch=2) == [E.NONE, E.NONE]
+    assert [r.producer for r in h.log[-2:]] == [(7, 2), (7, 2)]      # a transactional batch of producer 7
+    assert h.c.fetch_offsets("g", [("t", 0)]) == [("t", 0, 5, -1, "", E.NONE)]
+    assert h.c.fetch_offsets("g", [("t", 0), ("t", 2)], require_stable=True) == [
+        ("t", 0, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT), ("t", 2, -1, -1, "", E.NONE)]
+    h.apply(h.c.complete_txn(7, True, lambda g: g == "other", h.now))      # another offsets partition
+    assert h.c.fetch_offsets("g", [("t", 0)])[0][2] == 5
+    h.apply(h.c.complete_txn(7, True, lambda g: True, h.now))
+    assert h.c.fetch_offsets("g", [("t", 0), ("t", 1)], require_stable=True) == [
+        ("t", 0, 10, -1, "", E.NONE), ("t", 1, 3, -1, "", E.NONE)]
+
+
+def test_aborted_transactional_offsets_vanish_and_a_replay_holds_them_until_the_marker():
+    h = Harness()
+    txn_commit(h, "g", 7, ("t", 0, 10))
+    txn_commit(h, "g", 8, ("t", 0, 20))
+    replayed = h.replayed()
+    h.apply(h.c.complete_txn(7, False, lambda g: True, h.now))
+    assert h.c.fetch_offsets("g", [("t", 0)], require_stable=True)[0][5] == E.UNSTABLE_OFFSET_COMMIT   # 8 open
+    h.apply(h.c.complete_txn(8, True, lambda g: True, h.now))
+    assert h.c.fetch_offsets("g", [("t", 0)], require_stable=True) == [("t", 0, 20, -1, "", E.NONE)]
+    assert replayed.fetch_offsets("g", [("t", 0)]) == [("t", 0, -1, -1, "", E.NONE)]
+    replayed.replay_marker(8, True, lambda g: True)
+    replayed.replay_marker(7, False, lambda g: True)
+    assert replayed.fetch_offsets("g", [("t", 0)], require_stable=True) == [("t", 0, 20, -1, "", E.NONE)]
+
+
+def test_transactional_commit_checks_the_member_when_it_names_one():
+    h = Harness()
+    joined = h.answers[h.join_new("g")]
+    assert joined.error == E.NONE
+    assert txn_commit(h, "g", 7, ("t", 0, 1), generation=joined.generation_id, member="nobody") == [
+        E.UNKNOWN_MEMBER_ID]
+    assert txn_commit(h, "g", 7, ("t", 0, 1), generation=joined.generation_id + 1,
+                      member=joined.member_id) == [E.ILLEGAL_GENERATION]
+    assert txn_commit(h, "g", 7, ("t", 0, 1), generation=joined.generation_id,
+                      member=joined.member_id) == [E.NONE]
+    assert txn_commit(h, "g", 8, ("t", 1, 1)) == [E.NONE]                # no member named: old clients
