@@ -133,9 +133,30 @@ class GroupService:
         self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.delete_offsets(group_id, partitions, now))
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[tuple]:
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                                 member_id: str, group_instance_id: str | None,
+                                 offsets: list[OffsetCommit]) -> list[ErrorCode]:
+        """TxnOffsetCommit: written now in a transactional batch, counted at the COMMIT marker."""
         self.check_owner(group_id)
-        return self.coordinator.fetch_offsets(group_id, partitions)
+        return await self._call(lambda now: self.coordinator.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, generation_id, member_id, group_instance_id, offsets, now))
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker of ``producer_id`` was appended to offsets partition ``partition``."""
+        topic = self.logs.get(OFFSETS_TOPIC)
+        n = len(topic.partitions) if topic else 1
+        self.coordinator.complete_txn(producer_id, commit,
+                                      lambda g: self.coordinator.partition_for(g, n) == partition,
+                                      self.clock.now_ms())
+
+    def partition_of(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition of ``group_id`` (the topic exists: ``offsets_topic``)."""
+        return self.coordinator.partition_for(group_id, len(self.logs.get(OFFSETS_TOPIC).partitions))
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> list[tuple]:
+        self.check_owner(group_id)
+        return self.coordinator.fetch_offsets(group_id, partitions, require_stable)
 
     def describe(self, group_id: str) -> GroupDescription:
         self.check_owner(group_id)
@@ -188,8 +209,11 @@ class GroupService:
             return 0
         topic.internal = True
         count = 0
-        for plog in topic.partitions if partitions is None else partitions:
+        n = len(topic.partitions)
+        for index, plog in enumerate(topic.partitions) if partitions is None else (
+                (topic.partitions.index(p), p) for p in partitions):
             offset = plog.log_start_offset
+            here = lambda g, index=index: self.coordinator.partition_for(g, n) == index  # noqa: E731
             while offset < plog.log_end_offset:
                 data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
                 if not data:
@@ -197,8 +221,15 @@ class GroupService:
                 records = MemoryRecords(data)
                 while records.has_next():
                     batch = records.next_batch()
+                    if batch.is_control_batch:      # a transaction's marker: its offsets count or vanish
+                        for record in batch:
+                            commit = record.key is not None and len(record.key) >= 4 and record.key[3] == 1
+                            self.coordinator.replay_marker(batch.producer_id, commit, here)
+                            offset = record.offset + 1
+                        continue
+                    producer = batch.producer_id if batch.is_transactional else None
                     for record in batch:
-                        self.coordinator.replay(record.key, record.value)
+                        self.coordinator.replay(record.key, record.value, producer)
                         count += 1
                         offset = record.offset + 1
         if count:
@@ -213,14 +244,16 @@ class GroupService:
         topic = self.logs.get(OFFSETS_TOPIC)
         flushes = []
         by_partition: dict[int, list] = {}
-        for group_id, key, value in records:
+        for group_id, key, value, producer in records:
+            # one batch per partition and producer: transactional offsets go in the producer's batch
             p = self.coordinator.partition_for(group_id, len(topic.partitions))
-            by_partition.setdefault(p, []).append((key, value))
+            by_partition.setdefault((p, producer), []).append((key, value))
         ts = self.clock.now_ms()
-        for p, items in by_partition.items():
-            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                                producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                                batch_size=2**31 - 1)
+        for (p, producer), items in by_partition.items():
+            producer_id, producer_epoch = producer or (-1, -1)
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
+                                                producer_id=producer_id, producer_epoch=producer_epoch,
+                                                base_sequence=-1, batch_size=2**31 - 1)
             for i, (key, value) in enumerate(items):
                 builder.append(i, timestamp=ts, key=key, value=value, headers=[])
             plog = topic.partitions[p]
