@@ -23,6 +23,13 @@ Byte layout of one batch (big-endian; the header is 61 bytes)::
 Each record (after decompression) starts with: length varint, attributes int8,
 timestampDelta varlong, offsetDelta varint, then key, value and headers.
 
+A control batch (attributes bits 4 and 5: transactional and control, written
+only by brokers) holds one record whose key is ``version int16 (0), type
+int16`` (0 = ABORT, 1 = COMMIT; Kafka's ControlRecordType) and, for those two
+types, whose value is the EndTransactionMarker ``version int16 (0),
+coordinatorEpoch int32``.  Its baseSequence is -1; its producer id and epoch
+are the transaction's.
+
 A Produce is validated in one pass (``validate_produce_records``): each
 header here, then its records in ``validation`` after bounded decompression
 in ``compression``.  Stored batches are read by header only.
@@ -353,6 +360,94 @@ def stamp_batches(records, headers: list[BatchHeader], base_offset: int, leader_
         header.base_offset, header.partition_leader_epoch = offset, leader_epoch
         offset += header.last_offset_delta + 1
     return [buf] if append_time >= 0 else parts
+
+
+# -- control batches: transaction markers (KIP-98) -------------------------------
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+CONTROL_ATTRIBUTES = TRANSACTIONAL_BIT | CONTROL_BIT
+_CONTROL_KEY = struct.Struct(">hh")      # version, type
+_MARKER_VALUE = struct.Struct(">hi")     # version, coordinatorEpoch
+NO_COORDINATOR_EPOCH = -1
+
+
+def _varint(value: int) -> bytes:
+    """Zigzag varint of a small non-negative or negative int (Kafka's ByteUtils.writeVarint)."""
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag > 0x7F:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, commit: bool,
+                        coordinator_epoch: int, timestamp_ms: int) -> bytes:
+    """A complete, CRC-valid end-transaction marker batch, as Kafka's
+    MemoryRecords.withEndTransactionMarker builds it: base offset 0, partition leader
+    epoch -1 (both stamped at append), CreateTime ``timestamp_ms``, no compression,
+    baseSequence -1, one record (see the module docstring).  Never raises."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    body = (b"\x00" + _varint(0) + _varint(0)            # attributes, timestamp/offset delta
+            + _varint(len(key)) + key + _varint(len(value)) + value + _varint(0))
+    record = _varint(len(body)) + body
+    size = HEADER_SIZE + len(record)
+    batch = bytearray(HEADER.pack(0, size - LOG_OVERHEAD, -1, 2, 0, CONTROL_ATTRIBUTES, 0,
+                                  timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                                  -1, 1))
+    batch += record
+    _U32.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)
+
+
+def control_marker(buf, header: BatchHeader) -> tuple[int, int] | None:
+    """``(type, coordinator_epoch)`` of the record of the control batch at
+    ``header.position`` in ``buf`` (coordinator_epoch is -1 for types other than ABORT
+    and COMMIT), or None if the batch is not a control batch.
+
+    Reads only the first record (a control batch has one).  Raises
+    KafkaApiError(CORRUPT_MESSAGE) if it cannot be decoded.
+    """
+    if not header.is_control:
+        return None
+    start = header.position + HEADER_SIZE
+    body = bytes(memoryview(buf)[start:header.position + header.size])
+    try:
+        if header.compression:     # Kafka never compresses them; a leader's batch is taken as is
+            body = compression.decompress(header.compression, body, compression.DECOMPRESSED_CAP)
+        _length, position = _read_varint(body, 0)
+        _ts_delta, position = _read_varint(body, position + 1)   # after attributes
+        _offset_delta, position = _read_varint(body, position)
+        key_length, position = _read_varint(body, position)
+        if key_length < _CONTROL_KEY.size:
+            raise ValueError(f"control record key of {key_length} bytes")
+        version, kind = _CONTROL_KEY.unpack_from(body, position)
+        if version < 0:
+            raise ValueError(f"control record key version {version}")
+        position += key_length
+        coordinator_epoch = NO_COORDINATOR_EPOCH
+        if kind in (CONTROL_ABORT, CONTROL_COMMIT):
+            value_length, position = _read_varint(body, position)
+            if value_length < _MARKER_VALUE.size:
+                raise ValueError(f"end transaction marker value of {value_length} bytes")
+            version, coordinator_epoch = _MARKER_VALUE.unpack_from(body, position)
+            if version < 0:
+                raise ValueError(f"end transaction marker version {version}")
+    except (ValueError, IndexError, struct.error, KafkaApiError) as exc:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"undecodable control record in batch at offset "
+                            f"{header.base_offset}: {exc}") from None
+    return kind, coordinator_epoch
+
+
+def control_type(buf, header: BatchHeader) -> int | None:
+    """The control record type (CONTROL_ABORT, CONTROL_COMMIT, ...) of the control batch at
+    ``header.position`` in ``buf``; None for other batches.  Raises as ``control_marker``."""
+    marker = control_marker(buf, header)
+    return None if marker is None else marker[0]
 
 
 def compression_of(buf, header: BatchHeader) -> str:
