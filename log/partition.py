@@ -4,6 +4,7 @@ Directory layout::
 
     <topic>-<partition>/
         00000000000000000000.log / .index / .timeindex    one segment per base offset
+                             (/ .txnindex / .txnsnapshot)  see kwire.log.segment
         00000000000000004096.log / ...                     the last one is the active segment
         leader-epoch-checkpoint                            see kwire.log.checkpoints
         log-start-offset-checkpoint                        written by DeleteRecords
@@ -14,6 +15,17 @@ Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``.
 Single-node mode (the default): every append moves the high watermark to the
 log end offset.  Replicated mode and the follower's operations (append as
 fetched, truncation): kwire.log.replica.
+
+Transactions (KIP-98; rules in kwire.log.producer_state): ``append`` tracks
+the transactions clients' transactional batches open, ``append_control``
+writes the coordinator's COMMIT/ABORT markers, ``last_stable_offset`` is
+where read_committed consumers stop (<= high watermark) and
+``aborted_transactions`` answers Fetch's aborted-transaction list from the
+segments' ``.txnindex`` files.  On open, producer state (idempotence and
+open transactions) is rebuilt by replaying the batch headers of the newest
+PRODUCER_STATE_SEGMENTS segments, from the ``.txnsnapshot`` of the first one
+replayed; the replay starts earlier when a segment recovery checked needs its
+transaction index rebuilt, or when a snapshot is missing.
 
 Everything here is synchronous and takes time as ``now_ms``.  ``append`` and
 ``read`` only write to / read from the page cache; ``flush``, ``close``,
@@ -46,10 +58,11 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from . import checkpoints, recovery
 from .config import LogConfig
 from .health import StorageHealth
-from .producer_state import ProducerStateManager
+from .producer_state import PendingAppend, ProducerStateManager, SnapshotCorrupt
 from .replica import AppendResult, ReplicaLog
 from .segment import CorruptSegment, LogSegment, UndoFailed, bisect_segments
 from .slices import RecordSlices
+from .txn_index import TxnIndexCorrupt
 
 logger = logging.getLogger(__name__)
 
@@ -147,13 +160,74 @@ class PartitionLog(ReplicaLog):
         self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
-        self._producers.clear()
-        for segment in self.segments[-PRODUCER_STATE_SEGMENTS:]:
+        """Replay the newest segments (further back if a transaction index needs a rebuild or a
+        snapshot is missing), rebuilding the flagged transaction indexes.  Blocking.  Raises
+        OSError (a transaction index could not be written)."""
+        segments = self.segments
+        first = max(0, len(segments) - PRODUCER_STATE_SEGMENTS)
+        first = min([first] + [i for i, s in enumerate(segments) if s.rebuild_txn_index])
+        first = self._load_snapshot(first)
+        for i in range(first, len(segments)):
+            segment = segments[i]
+            if i > first:
+                self._repair_snapshot(segment)
+            self._check_txn_index(segment)
+            aborted = []
             try:
                 for header in segment.iter_headers(0):
-                    self._producers.replay(header)
+                    marker = None
+                    if header.is_control:
+                        data = segment.read(header.position, header.size)
+                        marker = records.control_marker(data, records.read_header(data))
+                    aborted.extend(self._producers.replay(header, marker))
             except KafkaApiError as exc:
                 logger.warning("%s: producer state rebuild stopped: %s", self.path, exc)
+            if segment.rebuild_txn_index:
+                segment.txn_index.reset(aborted)
+                segment.txn_index.flush()
+                segment.rebuild_txn_index = False
+
+    def _load_snapshot(self, first: int) -> int:
+        """Load the open transactions at the start of segment ``first``, or of an earlier one
+        if its snapshot is missing or damaged; returns the segment to replay from."""
+        while True:
+            segment, why = self.segments[first], None
+            try:
+                data = segment.read_snapshot()
+                if data is not None:
+                    self._producers.load_snapshot(data)
+                    return first
+            except (OSError, SnapshotCorrupt) as exc:
+                why = f"{segment.snapshot_path} is unreadable: {exc}"
+            self._producers.clear()
+            if first == 0:     # a log's first segment has no snapshot: nothing was open
+                if why:
+                    logger.warning("%s: %s; transactions open before offset %d are not known",
+                                   self.path, why, segment.base_offset)
+                return first
+            logger.log(logging.WARNING if why else logging.INFO,
+                       "%s: %s; replaying from the previous segment", self.path,
+                       why or f"no {segment.snapshot_path}")
+            first -= 1
+
+    def _repair_snapshot(self, segment: LogSegment) -> None:
+        """Write the snapshot of a segment the replay reached if it is missing, damaged or
+        differs from the replayed state (best effort: a failure is logged)."""
+        state = self._producers.snapshot()
+        try:
+            if segment.read_snapshot() != state:
+                segment.write_snapshot(state, sync=True)
+        except OSError as exc:
+            logger.warning("%s: could not rewrite %s: %s", self.path, segment.snapshot_path, exc)
+
+    def _check_txn_index(self, segment: LogSegment) -> None:
+        """Flag a transaction index that cannot be read for the rebuild."""
+        if not segment.rebuild_txn_index:
+            try:
+                segment.txn_index.entries()
+            except (OSError, TxnIndexCorrupt) as exc:
+                logger.warning("%s: rebuilding %s: %s", self.path, segment.txn_index.path, exc)
+                segment.rebuild_txn_index = True
 
     # -- appending --------------------------------------------------------
 
@@ -165,8 +239,10 @@ class PartitionLog(ReplicaLog):
         MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE (from
         ``validate_produce_records``, whose RecordValidationError carries
         ``record_errors``), INVALID_PRODUCER_EPOCH,
-        OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence), KAFKA_STORAGE_ERROR (write
-        failed; nothing was appended, or the partition is offline).  Never fsyncs.
+        OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence), INVALID_TXN_STATE (a
+        non-transactional batch from a producer with an open transaction),
+        KAFKA_STORAGE_ERROR (write failed; nothing was appended, or the
+        partition is offline).  Never fsyncs.
         """
         self.health.check_online()
         headers = records.validate_produce_records(
@@ -183,22 +259,58 @@ class PartitionLog(ReplicaLog):
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         base, size = self.log_end_offset, len(records_data)
         parts = records.stamp_batches(records_data, headers, base, self.leader_epoch, append_time)
-        count, needs_flush = self._write(parts, size, headers, now_ms)
-        self._producers.commit(pending)
-        if not self.replicated:
-            self.high_watermark = self.log_end_offset
+        count, needs_flush = self._write(parts, size, headers, now_ms, pending)
+        self._leader_appended()
         return AppendResult(base, self.log_end_offset - 1, append_time, self.log_start_offset,
                             False, count, needs_flush, size)
 
-    def _write(self, parts: list, size: int, headers, now_ms: int) -> tuple[int, bool]:
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool,
+                       coordinator_epoch: int, *, now_ms: int) -> AppendResult:
+        """Append an end-transaction marker (COMMIT or ABORT) for ``producer_id`` at the log
+        end, as the leader does for the transaction coordinator's WriteTxnMarkers.
+
+        The marker is a control batch stamped like any append (offset, leader
+        epoch; LogAppendTime topics get ``now_ms`` as their timestamp type
+        says).  It ends the producer's open transaction here, if any (an
+        ABORT goes into the transaction index); a marker for a producer with
+        no open transaction is appended all the same (markers are retried).
+        Raises KafkaApiError: INVALID_PRODUCER_EPOCH (older than the
+        producer's epoch), TRANSACTION_COORDINATOR_FENCED (older coordinator
+        epoch than the last marker's), KAFKA_STORAGE_ERROR (write failed;
+        nothing appended, or the partition is offline).  Never fsyncs.
+        """
+        self.health.check_online()
+        base = self.log_end_offset
+        pending = self._producers.check_marker(producer_id, producer_epoch, commit,
+                                               coordinator_epoch, base, f"{self.path}: ")
+        data = records.build_control_batch(producer_id, producer_epoch, commit,
+                                           coordinator_epoch, now_ms)
+        headers = [records.read_header(data)]
+        append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
+        parts = records.stamp_batches(data, headers, base, self.leader_epoch, append_time)
+        count, needs_flush = self._write(parts, len(data), headers, now_ms, pending)
+        self._leader_appended()
+        return AppendResult(base, base, append_time, self.log_start_offset, False, count,
+                            needs_flush, len(data))
+
+    def _leader_appended(self) -> None:
+        """Single-node mode: what is appended is committed (the high watermark moves)."""
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
+            self._producers.on_high_watermark(self.high_watermark)
+
+    def _write(self, parts: list, size: int, headers, now_ms: int,
+               pending: PendingAppend) -> tuple[int, bool]:
         """Roll if due, append ``parts`` (``size`` bytes of stamped, checked batches described by
-        ``headers``) and move the log end offset, not the high watermark; all-or-nothing.
-        Returns (record count, needs_flush).  Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
+        ``headers``, with the transaction index entries of ``pending``), move the log end
+        offset, not the high watermark, and commit ``pending`` to the producer state;
+        all-or-nothing.  Returns (record count, needs_flush).  Raises
+        KafkaApiError(KAFKA_STORAGE_ERROR)."""
         offset = headers[-1].next_offset
         max_timestamp = max(header.max_timestamp for header in headers)
         try:
             segment = self._maybe_roll(size, offset - 1, max_timestamp, now_ms)
-            segment.append(parts, headers)
+            segment.append(parts, headers, pending.aborted)
         except UndoFailed as exc:
             self.health.take_offline(exc.message)
             raise
@@ -206,6 +318,7 @@ class PartitionLog(ReplicaLog):
             self.health.write_failed(exc.message, now_ms)
             raise
         self.health.write_succeeded()
+        self._producers.commit(pending)
         segment.write_behind(self.config.writeback_interval_bytes, self.config.page_cache_keep_bytes)
         self.log_end_offset = offset
         self._end_point = (offset, segment.base_offset, segment.size)
@@ -233,13 +346,15 @@ class PartitionLog(ReplicaLog):
         return active
 
     def _roll(self, now_ms: int) -> LogSegment:
-        """Seal the active segment and start a new one.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)
-        (the log is unchanged but for a valid final time-index entry)."""
+        """Seal the active segment and start a new one, with the snapshot of the transactions
+        open at its start.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) (the log is unchanged
+        but for a valid final time-index entry)."""
         old = self.segments[-1]
         try:
             old.seal()
             new = LogSegment.create(self.path, self.log_end_offset, now_ms=now_ms,
                                     index_interval=self.config.index_interval_bytes)
+            new.write_snapshot(self._producers.snapshot())
         except OSError as exc:
             LogSegment(self.path, self.log_end_offset, created_ms=now_ms).delete()
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
@@ -322,6 +437,45 @@ class PartitionLog(ReplicaLog):
                 break
             position = 0
         return extents
+
+    # -- transactions -----------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the earliest transaction
+        still open, or completed by a marker not yet below the high watermark, clamped to
+        [log_start_offset, high_watermark] (Kafka's UnifiedLog.lastStableOffset); the high
+        watermark when there is none.  No I/O."""
+        hw = self.high_watermark
+        unstable = self._producers.first_unstable_offset(hw)
+        if unstable is None:
+            return hw
+        return min(max(unstable, self.log_start_offset), hw)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its transaction open in this partition (a copy)."""
+        return dict(self._producers.ongoing)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of every aborted transaction with its ABORT marker at
+        or after ``fetch_offset`` and first offset below ``upper_bound``, oldest marker first:
+        Fetch's ``aborted_transactions`` for read_committed consumers (Kafka's
+        collectAbortedTransactions).  Reads the transaction index of the segment holding
+        ``fetch_offset`` and later ones, until an entry's last stable offset reaches
+        ``upper_bound``.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) if the partition is offline
+        or an index is unreadable (which takes it offline)."""
+        self.health.check_online()
+        segments = self.segments
+        found: list[tuple[int, int]] = []
+        try:
+            for segment in segments[max(0, bisect_segments(segments, fetch_offset)):]:
+                txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+                found.extend((txn.producer_id, txn.first_offset) for txn in txns)
+                if complete:
+                    break
+        except (TxnIndexCorrupt, OSError) as exc:
+            raise self._damaged(exc) from None
+        return found
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after log_start_offset with

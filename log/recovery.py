@@ -19,6 +19,12 @@ to report, while the data after it was acknowledged and must stay.
 Without a recovery-point checkpoint (a log never flushed, or written by an
 older kwire) the older rule applies: closed segments are trusted back to the
 last one whose indexes look sane, and checking starts there.
+
+Every segment checked here is flagged (``rebuild_txn_index``): its
+aborted-transaction index may name markers that were cut, or miss some that
+survived, and only a replay of producer state from before the segment can
+say which (the partition's rebuild does it, kwire.log.partition).  Segments set
+aside take their ``.txnindex`` and ``.txnsnapshot`` with them.
 """
 from __future__ import annotations
 
@@ -126,7 +132,8 @@ def recover_segment(segment: LogSegment, *, now_ms: int, position: int = 0,
     kept in ``<name>.log.corrupt-<now_ms>``.  Returns the number of bytes
     cut.  Raises OSError for I/O failures (nothing is cut if the evidence
     cannot be written), CorruptSegment if the index rebuild finds a bad
-    header before ``position``.
+    header before ``position``.  Flags the segment's transaction index for the
+    partition's rebuild.
     """
     segment.size = os.fstat(segment.fileno()).st_size
     if position and not _is_batch_start(segment, position, offset):
@@ -148,6 +155,7 @@ def recover_segment(segment: LogSegment, *, now_ms: int, position: int = 0,
         os.ftruncate(segment.fileno(), valid)
         segment.size = valid
     segment.rebuild_indexes()
+    segment.rebuild_txn_index = True
     return cut
 
 

@@ -26,7 +26,11 @@ Follower operations:
   UNKNOWN_SERVER_ERROR and the fetcher truncates again.  Batches of an epoch
   newer than the cache's latest start it there; producer state is replayed
   as on load (no sequence checks: the leader made them), so a follower that
-  becomes leader recognises a retried idempotent batch.
+  becomes leader recognises a retried idempotent batch, and transactions
+  (kwire.log.producer_state) follow the leader's: transactional batches open
+  them, control batches (their one record read) end them, and ABORT markers
+  go into the transaction index with the same last stable offset the leader
+  computed.
 * ``truncate_to``: Kafka's truncation, the batch holding the target offset goes
   whole; files are cut, fsynced and the recovery point rewritten before it
   returns, so an unclean restart cannot bring truncated batches back.
@@ -91,6 +95,7 @@ class ReplicaLog:
         if offset <= self.high_watermark:
             return False
         self.high_watermark = offset
+        self._producers.on_high_watermark(offset)   # markers below it no longer hold the LSO
         return True
 
     def _clamp(self, offset: int) -> int:
@@ -128,9 +133,10 @@ class ReplicaLog:
         not).  Nothing whole to append (empty input included): no-op, record_count 0.
 
         Leaves high_watermark and leader_epoch alone.  Raises KafkaApiError:
-        CORRUPT_MESSAGE (a whole batch fails framing, magic 2 or CRC checks; nothing
-        appended), UNKNOWN_SERVER_ERROR (first batch not at log_end_offset or batches not
-        contiguous: Kafka's UnexpectedAppendOffsetException; nothing appended),
+        CORRUPT_MESSAGE (a whole batch fails framing, magic 2 or CRC checks, or a control
+        batch's record cannot be decoded; nothing appended), UNKNOWN_SERVER_ERROR (first batch
+        not at log_end_offset or batches not contiguous: Kafka's
+        UnexpectedAppendOffsetException; nothing appended),
         KAFKA_STORAGE_ERROR (write failed and was undone, or the partition is offline; the
         leader-epoch checkpoint failing after the write takes it offline).  Never fsyncs
         the log.
@@ -146,10 +152,10 @@ class ReplicaLog:
             if epoch >= 0 and (latest is None or epoch > latest):
                 epochs.append((epoch, header.base_offset))
                 latest = epoch
+        markers = [records.control_marker(records_data, header) for header in headers]
+        pending = self._producers.plan_replay(list(zip(headers, markers)))
         count, needs_flush = self._write([memoryview(records_data)[:valid]], valid, headers,
-                                         now_ms)
-        for header in headers:
-            self._producers.replay(header)
+                                         now_ms, pending)
         try:
             for epoch, start_offset in epochs:
                 self._epochs.assign(epoch, start_offset)

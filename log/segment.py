@@ -1,10 +1,13 @@
-"""One log segment: a ``.log`` file of whole v2 batches plus its two sparse indexes.
+"""One log segment: a ``.log`` file of whole v2 batches, its two sparse indexes, its
+aborted-transaction index and the snapshot of the transactions open at its start.
 
 Files, named by the segment's base offset in 20 digits::
 
     00000000000000000000.log         batches exactly as received (base offsets stamped)
     00000000000000000000.index       see kwire.log.index
     00000000000000000000.timeindex
+    00000000000000000000.txnindex    see kwire.log.txn_index (only once a transaction aborts)
+    00000000000000000000.txnsnapshot see kwire.log.producer_state (written at roll)
     00000000000000000000.log.corrupt-<ms>   bytes cut off by recovery, kept as evidence
 
 The ``.log`` file is written with ``os.write`` on an ``O_APPEND`` descriptor
@@ -25,7 +28,8 @@ record) and also a reason to take the partition offline.  Every position in
 a message is a position in the ``.log`` file.
 
 A replica's truncation (``truncate_to``) cuts the three files at a batch
-boundary; the partition (kwire.log.replica) fsyncs them.
+boundary; the partition (kwire.log.replica) fsyncs them.  The transaction index
+loses the entries of the markers cut.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from kwire.codecs.records import BatchHeader
 
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 from .pagecache import WriteBehind
+from .txn_index import AbortedTxn, TransactionIndex, TxnIndexCorrupt
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +99,12 @@ class LogSegment:
         self.log_path = stem + ".log"
         self.offset_index = OffsetIndex(stem + ".index")
         self.time_index = TimeIndex(stem + ".timeindex")
+        self.txn_index = TransactionIndex(stem + ".txnindex")
+        self.snapshot_path = stem + ".txnsnapshot"
+        self._snapshot_unsynced = False
+        # set by recovery (and a damaged .txnindex): the partition's producer-state rebuild
+        # must rewrite the transaction index from the batches
+        self.rebuild_txn_index = False
         self.created_ms = created_ms
         self.index_interval = index_interval      # index.interval.bytes, updated live
         self.size = 0
@@ -115,10 +126,12 @@ class LogSegment:
     @classmethod
     def create(cls, directory: str, base_offset: int, *, now_ms: int,
                index_interval: int) -> LogSegment:
-        """A new empty segment (files created, truncated if left over)."""
+        """A new empty segment (files created, truncated or removed if left over)."""
         segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval)
         segment.offset_index.reset()
         segment.time_index.reset()
+        segment.txn_index.reset()
+        _unlink_quietly(segment.snapshot_path)
         os.close(os.open(segment.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         return segment
 
@@ -134,6 +147,7 @@ class LogSegment:
         """
         segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval)
         segment.size = os.stat(segment.log_path).st_size
+        segment.rebuild_txn_index = not segment.txn_index.is_sane()
         if not (segment.offset_index.is_sane() and segment.time_index.is_sane()):
             segment.rebuild_indexes(why="index file missing or not a whole number of entries")
             return segment
@@ -302,19 +316,29 @@ class LogSegment:
 
     # -- writing ----------------------------------------------------------
 
-    def append(self, buf, headers: list[BatchHeader]) -> None:
-        """Write whole batches at the end; ``headers`` positions are relative to ``buf``.
+    def append(self, buf, headers: list[BatchHeader], aborted: list[AbortedTxn] = ()) -> None:
+        """Write whole batches at the end; ``headers`` positions are relative to ``buf``;
+        ``aborted``: transaction index entries for the ABORT markers among them.
 
         ``buf`` is one bytes-like object or a list of them written back to back
         (one ``writev``: stamped batch prefixes and views of the request's bytes).
 
         All-or-nothing.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) if a write
-        to the log or an index fails (files and memory are back as they were),
-        UndoFailed if they cannot be put back.
+        to the log or an index fails (files and memory are back as they were)
+        or the transaction index is damaged (nothing written), UndoFailed if
+        they cannot be put back.
         """
         saved = _State(self.size, self.next_offset, self.max_timestamp,
                        self.max_timestamp_offset, self.first_batch_timestamp,
                        self._bytes_since_index)
+        txn_count = None
+        if aborted:
+            try:
+                txn_count = len(self.txn_index.entries())
+            except (TxnIndexCorrupt, OSError) as exc:
+                raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                    f"{self.txn_index.path}: unreadable, nothing appended: "
+                                    f"{exc}") from None
         self._index_counts, rebuilt = None, False
         try:
             self.size = saved.size + self._write(buf)
@@ -326,8 +350,10 @@ class LogSegment:
             except IndexCorrupt as exc:
                 rebuilt = True
                 self.rebuild_indexes(why=str(exc))
+            if aborted:
+                self.txn_index.append(aborted)
         except OSError as exc:
-            self._undo(saved, rebuilt, exc)
+            self._undo(saved, rebuilt, exc, txn_count)
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
                                 f"{self.log_path}: append at file position {saved.size} "
                                 f"failed and was undone: {exc}") from None
@@ -358,12 +384,16 @@ class LogSegment:
         if self._fd is not None:
             self._write_behind.after_append(self._fd, self.size, interval, keep)
 
-    def _undo(self, saved: _State, rebuilt: bool, cause: OSError) -> None:
-        """Cut the log and indexes back to ``saved``; raises UndoFailed if that fails."""
+    def _undo(self, saved: _State, rebuilt: bool, cause: OSError,
+              txn_count: int | None = None) -> None:
+        """Cut the log and indexes back to ``saved`` (the transaction index to ``txn_count``
+        entries); raises UndoFailed if that fails."""
         try:
             os.ftruncate(self._file(), saved.size)
             self.size = saved.size
             self._write_behind.truncated(saved.size)
+            if txn_count is not None:
+                self.txn_index.truncate_entries(txn_count)
             if rebuilt:
                 self.rebuild_indexes(why="rebuilt during a failed append")
             elif self._index_counts is not None:
@@ -455,6 +485,7 @@ class LogSegment:
             keep, why = None, str(exc)
         os.ftruncate(self._file(), position)
         cut, self.size = self.size - position, position
+        self._truncate_txn_index(header.base_offset)
         self._write_behind.truncated(position)
         if keep is None:
             self.rebuild_indexes(why=why)
@@ -470,15 +501,56 @@ class LogSegment:
         self._observe_tail(last[1] if last else 0)
         return cut
 
+    def _truncate_txn_index(self, offset: int) -> None:
+        """Drop the transaction index entries of markers at or after ``offset``; a damaged
+        index is left for the partition's rebuild.  Raises OSError."""
+        try:
+            self.txn_index.truncate_to(offset)
+        except TxnIndexCorrupt as exc:
+            logger.warning("%s; it will be rebuilt", exc)
+            self.rebuild_txn_index = True
+
+    # -- transaction snapshot (kwire.log.producer_state owns the format) -------
+
+    def write_snapshot(self, data: bytes, *, sync: bool = False) -> None:
+        """Write ``.txnsnapshot`` whole (page cache; fsynced now with ``sync``, else by the
+        next ``flush``).  Raises OSError (then no file is left)."""
+        try:
+            fd = os.open(self.snapshot_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            _unlink_quietly(self.snapshot_path)
+            raise
+        self._snapshot_unsynced = not sync
+
+    def read_snapshot(self) -> bytes | None:
+        """The ``.txnsnapshot`` bytes, None if there is no file.  Raises OSError."""
+        try:
+            with open(self.snapshot_path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
     # -- lifecycle --------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the log and index files.  Safe to call from a worker thread."""
+        """fsync the log, index and snapshot files.  Safe to call from a worker thread."""
         with self._lock:
             if self._fd is not None:
                 os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
+            if self._snapshot_unsynced:
+                self._snapshot_unsynced = False
+                _fsync_file(self.snapshot_path)
 
     def close(self) -> None:
         with self._lock:
@@ -487,15 +559,33 @@ class LogSegment:
                 self._fd = None
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
 
     def delete(self) -> None:
-        """Close and unlink the three files."""
+        """Close and unlink every file of the segment."""
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path, self.snapshot_path):
+            _unlink_quietly(path)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_file(path: str) -> None:
+    """fsync a file by name (one missing meanwhile is fine).  Raises OSError."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _key(entry: tuple[int, int]) -> int:

@@ -5,9 +5,10 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 
 def build_batch(values, *, timestamp=1_000, timestamps=None, compression=0,
-                producer_id=-1, producer_epoch=-1, base_sequence=-1) -> bytes:
+                producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                transactional=False) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=compression, is_transactional=False,
+        magic=2, compression_type=compression, is_transactional=transactional,
         producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, batch_size=1 << 30)
     for i, value in enumerate(values):
