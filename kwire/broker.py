@@ -14,6 +14,7 @@ from kwire.log.manager import LogManager
 from .blocking import run_blocking
 from .clock import Clock, WallClock
 from .group_service import GroupService
+from .txn_service import TransactionService
 
 logger = logging.getLogger("kwire")
 
@@ -38,6 +39,7 @@ class Broker:
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
         self.groups = GroupService(config, self.logs, self.clock)
+        self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set
         if config.value_of("zookeeper.connect"):
             from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode
@@ -51,6 +53,7 @@ class Broker:
         self.logs.open(self.clock.now_ms())
         if self.cluster is None:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
+            self.transactions.load()
 
     def close(self) -> None:
         if self.cluster is not None:

@@ -251,13 +251,16 @@ class GroupService:
         ts = self.clock.now_ms()
         for (p, producer), items in by_partition.items():
             producer_id, producer_epoch = producer or (-1, -1)
+            # as Kafka's group coordinator: a transactional batch of the producer at sequence 0,
+            # appended without the producer's sequence checks (coordinator=True)
             builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
                                                 producer_id=producer_id, producer_epoch=producer_epoch,
-                                                base_sequence=-1, batch_size=2**31 - 1)
+                                                base_sequence=-1 if producer is None else 0,
+                                                batch_size=2**31 - 1)
             for i, (key, value) in enumerate(items):
                 builder.append(i, timestamp=ts, key=key, value=value, headers=[])
             plog = topic.partitions[p]
-            result = plog.append(bytes(builder.build()), now_ms=ts)
+            result = plog.append(bytes(builder.build()), now_ms=ts, coordinator=producer is not None)
             if result.needs_flush:
                 flushes.append(plog)
             if self.cluster is not None:

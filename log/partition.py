@@ -232,7 +232,7 @@ class PartitionLog(ReplicaLog):
     # -- appending --------------------------------------------------------
 
     def append(self, records_data: bytes, *, now_ms: int,
-               produce_version: int = records.LATEST_PRODUCE_VERSION) -> AppendResult:
+               produce_version: int = records.LATEST_PRODUCE_VERSION, coordinator: bool = False) -> AppendResult:
         """Validate, assign offsets and append the record batches of one Produce partition.
 
         Raises KafkaApiError: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
@@ -251,7 +251,8 @@ class PartitionLog(ReplicaLog):
                 self.config.cleanup_policy, self.config.message_timestamp_type,
                 self.config.message_timestamp_before_max_ms,
                 self.config.message_timestamp_after_max_ms), now_ms=now_ms)
-        duplicate, pending = self._producers.check(headers, self.log_end_offset, f"{self.path}: ")
+        duplicate, pending = self._producers.check(headers, self.log_end_offset, f"{self.path}: ",
+                                                   coordinator=coordinator)
         if duplicate is not None:
             return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,
                                 self.log_start_offset, True,

@@ -181,8 +181,8 @@ class ProducerStateManager:
 
     # -- leader appends -----------------------------------------------------
 
-    def check(self, headers: list[BatchHeader], first_offset: int,
-              where: str = "") -> tuple[BatchMetadata | None, PendingAppend]:
+    def check(self, headers: list[BatchHeader], first_offset: int, where: str = "", *,
+              coordinator: bool = False) -> tuple[BatchMetadata | None, PendingAppend]:
         """Validate the idempotent and transactional batches of one Produce append that would
         start at ``first_offset``.
 
@@ -191,6 +191,10 @@ class ProducerStateManager:
         must be appended); ``pending`` goes to ``commit`` once the bytes are
         written.  Raises KafkaApiError with INVALID_PRODUCER_EPOCH,
         OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_TXN_STATE.
+
+        ``coordinator``: the batches were written by the group coordinator for a
+        producer's transaction (TxnOffsetCommit, Kafka's AppendOrigin.Coordinator):
+        only the epoch is checked, and their sequence numbers are not the producer's.
         """
         pending = PendingAppend()
         offset = first_offset
@@ -198,7 +202,13 @@ class ProducerStateManager:
             pid = header.producer_id
             if pid >= 0:
                 entry = pending.entries.get(pid) or self._producers.get(pid)
-                if entry is not None:
+                if entry is not None and coordinator:
+                    if header.producer_epoch < entry.epoch:
+                        raise KafkaApiError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                            f"{where}producer {pid} epoch {header.producer_epoch} is older "
+                                            f"than {entry.epoch}")
+                    entry = entry.copy()
+                elif entry is not None:
                     duplicate = entry.find_duplicate(header)
                     if duplicate is not None:
                         return duplicate, PendingAppend()
@@ -211,7 +221,10 @@ class ProducerStateManager:
                                         f"{where}producer {pid} sent a non-transactional batch "
                                         f"while its transaction from offset "
                                         f"{entry.txn_first_offset} is open")
-                entry.record(dataclasses.replace(header, base_offset=offset))
+                if not coordinator:
+                    entry.record(dataclasses.replace(header, base_offset=offset))
+                else:
+                    entry.set_epoch(header.producer_epoch)
                 if header.is_transactional and entry.txn_first_offset is None:
                     entry.txn_first_offset = offset
                 pending.entries[pid] = entry

@@ -4,8 +4,11 @@ A client's max_wait_ms is capped by the broker's ``fetch.max.wait.ms``, and a
 parked fetch ends early when its client closes the connection.
 
 No fetch sessions: kwire answers session id 0, which every client accepts as
-"full fetch requests only".  Without transactions the last stable offset is
-the high watermark and the aborted-transactions list is empty.
+"full fetch requests only".  Every answer carries the last stable offset (the
+high watermark, or the first offset of the oldest open transaction if lower).
+A read_committed fetch (isolation_level 1) stops there and lists the aborted
+transactions of the range it read, which the client uses to skip their
+records; control batches are returned as they are (the clients drop them).
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ def check_leader_epoch(plog, current_leader_epoch: int) -> None:
 def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
     return {"partition_index": index, "error_code": int(code),
             "high_watermark": plog.high_watermark if plog else -1,
-            "last_stable_offset": plog.high_watermark if plog else -1,
+            "last_stable_offset": plog.last_stable_offset if plog else -1,
             "log_start_offset": plog.log_start_offset if plog else -1,
             "aborted_transactions": None if plog is None else [], "preferred_read_replica": -1,
             "records": b""}
@@ -73,13 +76,15 @@ def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epo
 
 
 def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
-                   replica_id: int = -1) -> tuple[dict, int]:
+                   replica_id: int = -1, read_committed: bool = False) -> tuple[dict, int]:
     plog = ctx.broker.logs.partition(topic_name, p.partition)
     if plog is None:
         return empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
     try:
         max_offset = check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch,
                                    replica_id, p.fetch_offset, getattr(p, "log_start_offset", -1))
+        if read_committed and replica_id < 0:
+            max_offset = plog.last_stable_offset
         if budget > 0 or first:
             slices = plog.read_slices(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
                                       min_one_batch=first, max_offset=max_offset)
@@ -91,6 +96,10 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
         return empty_partition(p.partition, exc.code, plog), 0
     entry = empty_partition(p.partition, ErrorCode.NONE, plog)
     entry["records"] = slices
+    if read_committed and slices:
+        entry["aborted_transactions"] = [
+            {"producer_id": producer_id, "first_offset": first_offset}
+            for producer_id, first_offset in plog.aborted_transactions(p.fetch_offset, max_offset)]
     return entry, slices.size
 
 
@@ -112,13 +121,15 @@ def materialize(responses: list[dict]) -> None:
 def build_response(ctx, request) -> tuple[list[dict], int, bool]:
     budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
     replica_id = request.replica_id if ctx.api_version < 15 else -1
+    read_committed = getattr(request, "isolation_level", 0) == 1
     total = 0
     errors = False
     responses = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            entry, size = read_partition(ctx, topic.topic, p, budget - total, total == 0, replica_id)
+            entry, size = read_partition(ctx, topic.topic, p, budget - total, total == 0, replica_id,
+                                         read_committed)
             total += size
             errors = errors or entry["error_code"] != 0
             parts.append(entry)

@@ -24,10 +24,10 @@ def service(ctx):
 
 def coordinator_entry(ctx, key: str, key_type: int) -> dict:
     ep = ctx.broker.advertised
-    if key_type != GROUP_KEY:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY) or (key_type == TRANSACTION_KEY and ctx.broker.cluster):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": "kwire has no transaction coordinator yet"}
+                "error_message": "no coordinator of this kind here (transactions: single node only)"}
     if ctx.broker.cluster is not None:
         return cluster_coordinator_entry(ctx, key)
     return {"key": key, "node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port,
@@ -52,11 +52,14 @@ def cluster_coordinator_entry(ctx, key: str) -> dict:
 
 @handles(10, 0, 4)
 async def handle_find_coordinator(ctx, request):
+    key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
     try:
-        await service(ctx).offsets_topic()
+        if key_type == TRANSACTION_KEY and ctx.broker.cluster is None:
+            await ctx.broker.transactions.state_topic()
+        else:
+            await service(ctx).offsets_topic()
     except KafkaApiError:
         pass              # cluster mode: still being created; the entries say COORDINATOR_NOT_AVAILABLE
-    key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,
                 "coordinators": [coordinator_entry(ctx, k, key_type) for k in request.coordinator_keys]}
@@ -130,9 +133,9 @@ async def handle_offset_commit(ctx, request):
                                         for p in t.partitions]} for t in request.topics]}
 
 
-def fetch_group_offsets(ctx, group_id: str, topics) -> list[dict]:
+def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False) -> list[dict]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    rows = service(ctx).fetch_offsets(group_id, wanted)
+    rows = service(ctx).fetch_offsets(group_id, wanted, require_stable)
     by_topic: dict[str, list] = {}
     for topic, partition, offset, leader_epoch, metadata, error in rows:
         by_topic.setdefault(topic, []).append({
@@ -143,11 +146,12 @@ def fetch_group_offsets(ctx, group_id: str, topics) -> list[dict]:
 
 @handles(9, 1, 9)
 async def handle_offset_fetch(ctx, request):
+    stable = bool(getattr(request, "require_stable", False))     # v7+ (KIP-447)
     if ctx.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics),
+        groups = [{"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
                    "error_code": 0} for g in request.groups]
         return {"throttle_time_ms": 0, "groups": groups}
-    return {"throttle_time_ms": 0, "topics": fetch_group_offsets(ctx, request.group_id, request.topics),
+    return {"throttle_time_ms": 0, "topics": fetch_group_offsets(ctx, request.group_id, request.topics, stable),
             "error_code": 0}
 
 

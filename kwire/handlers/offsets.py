@@ -15,10 +15,11 @@ logger = logging.getLogger("kwire.offsets")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def lookup(plog, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) for a ListOffsets target; (-1, -1) when no record matches."""
+def lookup(plog, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets target; (-1, -1) when no record matches.
+    Latest is the high watermark, or for read_committed the last stable offset."""
     if timestamp == LATEST:
-        return plog.high_watermark, -1  # no transactions: last stable offset == high watermark
+        return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
@@ -32,7 +33,7 @@ def lookup(plog, timestamp: int) -> tuple[int, int]:
     return (found[0], found[1]) if found else (-1, -1)
 
 
-def list_partition(ctx, topic_name: str, p) -> dict:
+def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dict:
     entry = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
              "timestamp": -1, "offset": -1, "leader_epoch": -1}
     plog = ctx.broker.logs.partition(topic_name, p.partition_index)
@@ -42,7 +43,7 @@ def list_partition(ctx, topic_name: str, p) -> dict:
     try:
         plog.health.check_online()
         check_serving(ctx, topic_name, p.partition_index, plog, p.current_leader_epoch)
-        offset, timestamp = lookup(plog, p.timestamp)
+        offset, timestamp = lookup(plog, p.timestamp, read_committed)
     except KafkaApiError as exc:
         entry["error_code"] = int(exc.code)
         return entry
@@ -52,7 +53,9 @@ def list_partition(ctx, topic_name: str, p) -> dict:
 
 @handles(2, 1, 10)
 async def handle_list_offsets(ctx, request):
-    topics = [{"name": t.name, "partitions": [list_partition(ctx, t.name, p) for p in t.partitions]}
+    read_committed = getattr(request, "isolation_level", 0) == 1
+    topics = [{"name": t.name, "partitions": [list_partition(ctx, t.name, p, read_committed)
+                                              for p in t.partitions]}
               for t in request.topics]
     return {"throttle_time_ms": 0, "topics": topics}
 

@@ -1,7 +1,10 @@
-"""InitProducerId (22): producer ids for idempotent producers (no transactions yet)."""
+"""InitProducerId (22): producer ids for idempotent producers; with a transactional id, the
+transaction coordinator's (kwire.txn_service: a new id, or the id's epoch bumped, fencing
+the previous producer and aborting its open transaction)."""
 from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode
+from kwire.groups.txn_coordinator import error_for_version
 
 from ..blocking import next_producer_id
 from ..registry import handles
@@ -10,9 +13,15 @@ from ..registry import handles
 @handles(22, 0, 5)
 async def handle_init_producer_id(ctx, request):
     if request.transactional_id is not None:
-        return {"throttle_time_ms": 0,
-                "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                "producer_id": -1, "producer_epoch": -1}
+        if ctx.broker.cluster is not None:      # transactions: single node only so far
+            return {"throttle_time_ms": 0,
+                    "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    "producer_id": -1, "producer_epoch": -1}
+        result = await ctx.broker.transactions.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms,
+            getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
+        return {"throttle_time_ms": 0, "error_code": int(error_for_version(result.error, 22, ctx.api_version)),
+                "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
     # An idempotent producer asking to bump its epoch (v3+) gets a fresh id instead,
     # as Kafka does for producers without a transactional id.
     cluster = ctx.broker.cluster
