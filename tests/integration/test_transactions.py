@@ -151,7 +151,7 @@ def test_consume_transform_produce_is_exactly_once_across_an_aborted_batch(broke
 
 
 def test_kill_9_in_the_middle_of_a_transaction_keeps_committed_data_and_aborts_the_rest(fresh_broker):
-    b = fresh_broker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+    b = fresh_broker()
     topic, tid = name("crash"), name("tid")
     create(b.bootstrap, topic)
     producer = txn_producer(b.bootstrap, tid, **{"transaction.timeout.ms": 4000})
@@ -171,7 +171,7 @@ def test_kill_9_in_the_middle_of_a_transaction_keeps_committed_data_and_aborts_t
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(fresh_broker):
-    b = fresh_broker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"})
+    b = fresh_broker()
     topic = name("timeout")
     create(b.bootstrap, topic)
     producer = txn_producer(b.bootstrap, name("tid"), **{"transaction.timeout.ms": 2000})
