@@ -185,8 +185,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("offsets.topic.replication.factor", T.SHORT, 3, "Replication factor of the offsets topic "
               "(a single node uses 1; a cluster with fewer live brokers uses as many as there are).",
               at_least(1)),
-    ConfigKey("transaction.state.log.replication.factor", T.SHORT, 1,
-              "Replication factor of the transaction topic (accepted; 1 is effective).", at_least(1)),
+    ConfigKey("transaction.state.log.replication.factor", T.SHORT, 3,
+              "Replication factor of the transaction topic (a single node uses 1; a cluster with fewer "
+              "live brokers uses as many as there are).", at_least(1)),
     # kwire: Kafka's default is 2, unsatisfiable on one node.
     ConfigKey("transaction.state.log.min.isr", T.INT, 1, "min.insync.replicas of the transaction topic.",
               at_least(1)),
@@ -370,7 +371,7 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
-    transaction_state_log_replication_factor: int = 1
+    transaction_state_log_replication_factor: int = 3
     values: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     originals: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     warnings: tuple[str, ...] = ()   # unknown keys: log at WARNING

@@ -62,10 +62,17 @@ class Broker:
 
     def groups_follow_leadership(self, cluster) -> None:
         """Cluster mode: the group coordinator serves the groups whose __consumer_offsets
-        partition this broker leads."""
+        partition this broker leads, the transaction coordinator the ids whose
+        __transaction_state partition it leads."""
         from .group_service import OFFSETS_TOPIC
+        from .txn_service import TRANSACTION_STATE_TOPIC
         self.groups.cluster = cluster
         self.groups.follow_leadership({p for (t, p) in cluster.replicas.leaders if t == OFFSETS_TOPIC})
+        # the transaction coordinator likewise follows __transaction_state (after the groups:
+        # markers it writes again may complete transactional offsets)
+        self.transactions.cluster = cluster
+        self.transactions.follow_leadership({p: state.leader_epoch for (t, p), state in cluster.replicas.leaders.items()
+                                             if t == TRANSACTION_STATE_TOPIC})
 
     # -- wake-ups for long-polling fetches ------------------------------------
     def notify_appended(self, partitions) -> None:

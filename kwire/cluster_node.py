@@ -334,6 +334,24 @@ class ClusterNode:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
 
+    async def ensure_transaction_topic(self) -> None:
+        """Create __transaction_state on first use, with transaction.state.log.replication.factor
+        replicas (as many as there are live brokers when fewer), compacted."""
+        name = "__transaction_state"
+        if name in self.snapshot.topics:
+            return
+        config = self.broker.config
+        rf = min(config.value_of("transaction.state.log.replication.factor"), len(self.snapshot.brokers))
+        try:
+            await self.create_topic(
+                name, config.value_of("transaction.state.log.num.partitions"), rf,
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(config.value_of("transaction.state.log.segment.bytes")),
+                 "min.insync.replicas": str(config.value_of("transaction.state.log.min.isr"))}, wait_s=5.0)
+        except KafkaApiError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
     async def delete_topic(self, name: str, timeout_s: float) -> None:
         """Mark ``name`` for deletion (/admin/delete_topics) and wait until its local logs are gone."""
         await blocking.run_detached(self.zk.mark_for_deletion, name)

@@ -399,8 +399,7 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
                 handler_nursery=nursery, open_connections=lambda: broker.connections))
             await nursery.start(broker.run_housekeeping)
             await nursery.start(broker.groups.run_timers)
-            if broker.cluster is None:
-                await nursery.start(broker.transactions.run_timers)
+            await nursery.start(broker.transactions.run_timers)
             logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,
                         bound_port, broker.cluster_id)
             task_status.started((bound_host, bound_port))

@@ -22,7 +22,13 @@ not completed (a crash between the decision and its Complete record) has its
 markers written again, which is harmless as markers are idempotent; one found
 open is aborted when its timeout passes.
 
-Single node only: in a ZooKeeper cluster transactional ids are still refused.
+In a ZooKeeper cluster (``cluster`` set) the coordinator of a transactional id
+is the leader of its ``__transaction_state`` partition (replicated with
+``transaction.state.log.replication.factor``): partitions are loaded when this
+broker becomes their leader, with the partition's leader epoch as coordinator
+epoch, and unloaded when it stops; state records wait for the ISR (acks=all),
+and markers for partitions led elsewhere go to their leaders in
+WriteTxnMarkers requests.
 """
 from __future__ import annotations
 
@@ -40,10 +46,12 @@ from kwire.groups.txn_coordinator import (
 from .blocking import create_topic, next_producer_id, run_blocking
 from .clock import Clock
 from .group_service import OFFSETS_TOPIC, GroupService
+from .peer import PeerConnection, PeerError
 
 logger = logging.getLogger("kwire.transactions")
 
 MARKER_RETRY_S = 1.0
+REPLICATION_WAIT_S = 5.0       # acks=all of a state record or marker, as Kafka's request timeout
 # A stale marker (its producer or coordinator epoch moved on) is one nobody needs any more.
 STALE_MARKER = {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 
@@ -65,11 +73,20 @@ class TransactionService:
         self._wakeup = trio.Event()
         self._pending: list[TxnMarkers] = []       # decided at start-up, or markers to retry
         self._lock = trio.Lock()                   # one request's writes at a time, in order
+        self.cluster = None                        # a ClusterNode in cluster mode (set by the broker)
 
     # -- the internal topic ---------------------------------------------------
     async def state_topic(self):
-        """``__transaction_state``, created (compacted, empty partitions loaded) on first use."""
+        """``__transaction_state``, created (compacted, empty partitions loaded) on first use.
+        Cluster mode: created through ZooKeeper; its partitions load as this broker leads them."""
         topic = self.logs.get(TRANSACTION_STATE_TOPIC)
+        if self.cluster is not None:
+            if topic is None:
+                await self.cluster.ensure_transaction_topic()
+                topic = self.logs.get(TRANSACTION_STATE_TOPIC)
+            if topic is None:
+                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} is being created")
+            return topic
         if topic is None:
             topic = await create_topic(
                 self.logs, TRANSACTION_STATE_TOPIC, self.coordinator.config.num_partitions,
@@ -90,21 +107,7 @@ class TransactionService:
         topic.internal = True
         count = 0
         for index, plog in enumerate(topic.partitions):
-            self.coordinator.begin_load(index, plog.leader_epoch)
-            offset = plog.log_start_offset
-            while offset < plog.log_end_offset:
-                data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
-                if not data:
-                    break
-                records = MemoryRecords(data)
-                while records.has_next():
-                    batch = records.next_batch()
-                    for record in batch:
-                        if not batch.is_control_batch:
-                            self.coordinator.replay(record.key, record.value)
-                            count += 1
-                        offset = record.offset + 1
-            self._pending.extend(self.coordinator.finish_load(index))
+            count += self._load_partition(index, plog, plog.leader_epoch)
         if count:
             logger.info("replayed %d transaction record(s) from %s; %d transaction(s) to complete",
                         count, TRANSACTION_STATE_TOPIC, len(self._pending))
@@ -112,11 +115,51 @@ class TransactionService:
             self._wakeup.set()
         return count
 
+    def _load_partition(self, index: int, plog, coordinator_epoch: int) -> int:
+        """Replay one partition to its log end (a new leader's high watermark may lag it)."""
+        self.coordinator.begin_load(index, coordinator_epoch)
+        count, offset = 0, plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
+            if not data:
+                break
+            records = MemoryRecords(data)
+            while records.has_next():
+                batch = records.next_batch()
+                for record in batch:
+                    if not batch.is_control_batch:
+                        self.coordinator.replay(record.key, record.value)
+                        count += 1
+                    offset = record.offset + 1
+        self._pending.extend(self.coordinator.finish_load(index))
+        return count
+
+    def follow_leadership(self, led: dict[int, int]) -> None:
+        """Cluster mode: coordinate the ids of the ``__transaction_state`` partitions this broker
+        leads (``led``: partition -> leader epoch): unload the others, load the new ones."""
+        topic = self.logs.get(TRANSACTION_STATE_TOPIC)
+        owned = self.coordinator.owned_partitions()
+        for p, epoch in owned.items():
+            if led.get(p) != epoch:
+                self.coordinator.unload_partition(p)
+        if topic is None:
+            return
+        topic.internal = True
+        gained = [p for p, epoch in led.items() if owned.get(p) != epoch and p < len(topic.partitions)]
+        for p in sorted(gained):
+            count = self._load_partition(p, topic.partitions[p], led[p])
+            logger.info("%s-%d: coordinating its transactional ids (%d record(s), coordinator epoch %d)",
+                        TRANSACTION_STATE_TOPIC, p, count, led[p])
+        if gained:
+            self._wakeup.set()
+
     # -- one call per API ---------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int) -> TxnResult:
         await self.state_topic()
-        self._reserved = await next_producer_id(self.logs)   # taken only for a new id (or a rotation)
+        # taken only for a new id (or a rotation); an unused one is skipped
+        self._reserved = (await self.cluster.next_producer_id() if self.cluster is not None
+                          else await next_producer_id(self.logs))
         return await self._run(lambda now: self.coordinator.init_producer_id(
             transactional_id, timeout_ms, producer_id, producer_epoch, now_ms=now))
 
@@ -183,45 +226,105 @@ class TransactionService:
         builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                             producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
         builder.append(0, timestamp=now, key=write.key, value=write.value, headers=[])
+        return await self._append_replicated((TRANSACTION_STATE_TOPIC, write.partition), plog,
+                                             lambda: plog.append(bytes(builder.build()), now_ms=now))
+
+    async def _append_replicated(self, tp, plog, append) -> ErrorCode:
+        """Run ``append`` (a PartitionLog append) as the partition's leader, flush as its policy
+        says, and in a cluster wait for the ISR; the error code of the first step that failed."""
+        leader = None
         try:
-            result = plog.append(bytes(builder.build()), now_ms=now)
+            if self.cluster is not None:
+                leader = self.cluster.replicas.check_leader(tp, plog, None)
+            result = append()
             if result.needs_flush:
                 await run_blocking(plog.flush)
         except KafkaApiError as exc:
-            logger.warning("%s-%d: transaction record not written: %s", TRANSACTION_STATE_TOPIC,
-                           write.partition, exc.message)
+            if exc.code not in STALE_MARKER:
+                logger.warning("%s-%d: transaction record or marker not written: %s", tp[0], tp[1], exc.message)
             return exc.code
-        return ErrorCode.NONE
+        if leader is None:
+            return ErrorCode.NONE
+        self.cluster.replicas.after_append(tp)
+        self.notify_appended([tp])            # wake the followers' parked fetches
+        return await self.cluster.replicas.wait_replicated(tp, leader, result.last_offset + 1,
+                                                           trio.current_time() + REPLICATION_WAIT_S)
+
+    async def write_marker_here(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                                commit: bool, coordinator_epoch: int) -> ErrorCode:
+        """Append one marker to a partition this broker leads (WriteTxnMarkers, or the
+        coordinator's own partitions); a stale one (its epochs moved on) counts as written."""
+        plog = self.logs.partition(topic, partition)
+        if plog is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code = await self._append_replicated((topic, partition), plog, lambda: plog.append_control(
+            producer_id, producer_epoch, commit, coordinator_epoch, now_ms=self.clock.now_ms()))
+        if code in STALE_MARKER:
+            return ErrorCode.NONE
+        if code == ErrorCode.NONE and topic == OFFSETS_TOPIC:
+            self.groups.complete_txn(partition, producer_id, commit)
+        self.notify_appended([(topic, partition)])       # read_committed fetches parked at the old LSO
+        return code
 
     async def _write_markers(self, markers: TxnMarkers) -> bool:
-        """Append the markers to every partition of the transaction; False if one could not be
-        written (the others stay written: markers are idempotent)."""
-        now = self.clock.now_ms()
-        written, flushes, complete = [], [], True
+        """Append the markers to every partition of the transaction, those led elsewhere through
+        WriteTxnMarkers to their leaders; False if one could not be written (retried later: the
+        others stay written, and markers are idempotent)."""
+        remote: dict[int, list[tuple[str, int]]] = {}
+        complete = True
         for topic, partition in markers.partitions:
-            plog = self.logs.partition(topic, partition)
-            if plog is None:
+            leader = self._leader_of(topic, partition)
+            if leader is None:
                 continue                                  # a deleted topic: as Kafka, skipped
-            try:
-                result = plog.append_control(markers.producer_id, markers.producer_epoch, markers.commit,
-                                             markers.coordinator_epoch, now_ms=now)
-            except KafkaApiError as exc:
-                if exc.code in STALE_MARKER:
-                    logger.info("%s-%d: stale marker of producer %d skipped: %s", topic, partition,
-                                markers.producer_id, exc.message)
-                    continue
-                logger.warning("%s-%d: transaction marker not written: %s", topic, partition, exc.message)
-                complete = False
+            if leader != -1 and self.cluster is not None and leader != self.cluster.node_id:
+                remote.setdefault(leader, []).append((topic, partition))
                 continue
-            if result.needs_flush:
-                flushes.append(plog)
-            if topic == OFFSETS_TOPIC:
-                self.groups.complete_txn(partition, markers.producer_id, markers.commit)
-            written.append((topic, partition))
-        self.notify_appended(written)          # read_committed fetches parked at the old LSO
-        for plog in flushes:
-            await run_blocking(plog.flush)
+            code = await self.write_marker_here(topic, partition, markers.producer_id, markers.producer_epoch,
+                                                markers.commit, markers.coordinator_epoch)
+            complete = complete and code in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        for broker_id, partitions in remote.items():
+            complete = await self._send_markers(broker_id, markers, partitions) and complete
         return complete
+
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        """The partition's leader id (this node on a single node; -1 when it has none now),
+        None when the partition no longer exists."""
+        if self.cluster is None:
+            return 0 if self.logs.partition(topic, partition) is not None else None
+        snap = self.cluster.snapshot
+        if snap is None or topic not in snap.topics:
+            return None
+        state = snap.states.get((topic, partition))
+        return -1 if state is None or state.leader < 0 else state.leader
+
+    async def _send_markers(self, broker_id: int, markers: TxnMarkers, partitions) -> bool:
+        address = self.cluster.endpoint(broker_id)
+        if address is None:
+            return False
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        try:
+            conn = await PeerConnection.open(*address, f"kwire-txn-{self.cluster.node_id}", REPLICATION_WAIT_S)
+            try:
+                response = await conn.request(27, 1, markers=[{
+                    "producer_id": markers.producer_id, "producer_epoch": markers.producer_epoch,
+                    "transaction_result": markers.commit, "coordinator_epoch": markers.coordinator_epoch,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}])
+            finally:
+                await conn.aclose()
+        except PeerError as exc:
+            logger.info("WriteTxnMarkers to broker %d failed: %s", broker_id, exc)
+            return False
+        done = True
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    if p.error_code not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        logger.info("%s-%d: marker not written by broker %d: %s", topic.name, p.partition_index,
+                                    broker_id, ErrorCode(p.error_code).name)
+                        done = False
+        return done
 
     # -- timers -------------------------------------------------------------------
     async def run_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -24,24 +24,27 @@ def service(ctx):
 
 def coordinator_entry(ctx, key: str, key_type: int) -> dict:
     ep = ctx.broker.advertised
-    if key_type not in (GROUP_KEY, TRANSACTION_KEY) or (key_type == TRANSACTION_KEY and ctx.broker.cluster):
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": "no coordinator of this kind here (transactions: single node only)"}
+                "error_message": f"no coordinator of key type {key_type}"}
     if ctx.broker.cluster is not None:
-        return cluster_coordinator_entry(ctx, key)
+        return cluster_coordinator_entry(ctx, key, key_type)
     return {"key": key, "node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port,
             "error_code": 0, "error_message": None}
 
 
-def cluster_coordinator_entry(ctx, key: str) -> dict:
-    """The leader of the group's __consumer_offsets partition coordinates it (Kafka's rule)."""
+def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
+    """The leader of the group's __consumer_offsets partition coordinates it, the leader of
+    the transactional id's __transaction_state partition the id (Kafka's rule)."""
     from ..group_service import OFFSETS_TOPIC
+    from ..txn_service import TRANSACTION_STATE_TOPIC
+    topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
     snap = ctx.broker.cluster.snapshot
-    meta = snap.topics.get(OFFSETS_TOPIC)
+    meta = snap.topics.get(topic)
     state = None
     if meta is not None:
-        state = snap.states.get((OFFSETS_TOPIC, service(ctx).coordinator.partition_for(key, len(meta.assignment))))
+        state = snap.states.get((topic, service(ctx).coordinator.partition_for(key, len(meta.assignment))))
     broker = snap.brokers.get(state.leader) if state is not None else None
     if broker is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
@@ -54,7 +57,7 @@ def cluster_coordinator_entry(ctx, key: str) -> dict:
 async def handle_find_coordinator(ctx, request):
     key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
     try:
-        if key_type == TRANSACTION_KEY and ctx.broker.cluster is None:
+        if key_type == TRANSACTION_KEY:
             await ctx.broker.transactions.state_topic()
         else:
             await service(ctx).offsets_topic()

@@ -66,12 +66,6 @@ async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> No
 @handles(0, 0, 11, reject_below=3)
 async def handle_produce(ctx, request):
     acks = request.acks
-    if request.transactional_id is not None and ctx.broker.cluster is not None:
-        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        responses = [{"name": t.name, "partition_responses": [
-            partition_error(p.index, code, "kwire supports transactions on a single node only")
-            for p in t.partition_data]} for t in request.topic_data]
-        return {"responses": responses, "throttle_time_ms": 0}
     flushes: list = []
     waits: list = []
     responses = []
