@@ -32,6 +32,23 @@ logger = logging.getLogger("kwire.groups")
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
+def records_to_end(plog):
+    """Every (batch, record) of an internal topic's partition from its log start to its log
+    end, not the high watermark: a new leader's high watermark may lag its log, every record
+    of which the ISR keeps (Kafka's coordinators load the same way)."""
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
+        if not data:
+            return
+        records = MemoryRecords(data)
+        while records.has_next():
+            batch = records.next_batch()
+            for record in batch:
+                yield batch, record
+                offset = record.offset + 1
+
+
 class _Waiter:
     __slots__ = ("done", "result", "group_id", "result_class")
 
@@ -201,9 +218,7 @@ class GroupService:
 
     def replay(self, partitions=None) -> int:
         """Feed every record of ``__consumer_offsets`` (or of ``partitions``, its logs) to the
-        coordinator; returns the count.  Reads to the log end, not the high watermark: a new
-        leader's high watermark may lag its log, every record of which the ISR keeps (Kafka's
-        group loading does the same)."""
+        coordinator, to the log end (``records_to_end``); returns the count."""
         topic = self.logs.get(OFFSETS_TOPIC)
         if topic is None:
             return 0
@@ -212,26 +227,15 @@ class GroupService:
         n = len(topic.partitions)
         for index, plog in enumerate(topic.partitions) if partitions is None else (
                 (topic.partitions.index(p), p) for p in partitions):
-            offset = plog.log_start_offset
             here = lambda g, index=index: self.coordinator.partition_for(g, n) == index  # noqa: E731
-            while offset < plog.log_end_offset:
-                data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
-                if not data:
-                    break
-                records = MemoryRecords(data)
-                while records.has_next():
-                    batch = records.next_batch()
-                    if batch.is_control_batch:      # a transaction's marker: its offsets count or vanish
-                        for record in batch:
-                            commit = record.key is not None and len(record.key) >= 4 and record.key[3] == 1
-                            self.coordinator.replay_marker(batch.producer_id, commit, here)
-                            offset = record.offset + 1
-                        continue
-                    producer = batch.producer_id if batch.is_transactional else None
-                    for record in batch:
-                        self.coordinator.replay(record.key, record.value, producer)
-                        count += 1
-                        offset = record.offset + 1
+            for batch, record in records_to_end(plog):
+                if batch.is_control_batch:          # a transaction's marker: its offsets count or vanish
+                    commit = record.key is not None and len(record.key) >= 4 and record.key[3] == 1
+                    self.coordinator.replay_marker(batch.producer_id, commit, here)
+                else:
+                    self.coordinator.replay(record.key, record.value,
+                                            batch.producer_id if batch.is_transactional else None)
+                    count += 1
         if count:
             logger.info("replayed %d group record(s) from %s", count, OFFSETS_TOPIC)
         return count

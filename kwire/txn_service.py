@@ -36,16 +36,16 @@ import logging
 
 import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.txn_coordinator import (
-    TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig, TxnMarkers, TxnResult,
+    TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig, TxnDescription, TxnListing, TxnMarkers,
+    TxnResult,
 )
 
 from .blocking import create_topic, next_producer_id, run_blocking
 from .clock import Clock
-from .group_service import OFFSETS_TOPIC, GroupService
+from .group_service import OFFSETS_TOPIC, GroupService, records_to_end
 from .peer import PeerConnection, PeerError
 
 logger = logging.getLogger("kwire.transactions")
@@ -118,19 +118,11 @@ class TransactionService:
     def _load_partition(self, index: int, plog, coordinator_epoch: int) -> int:
         """Replay one partition to its log end (a new leader's high watermark may lag it)."""
         self.coordinator.begin_load(index, coordinator_epoch)
-        count, offset = 0, plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, 1 << 20, max_offset=plog.log_end_offset)
-            if not data:
-                break
-            records = MemoryRecords(data)
-            while records.has_next():
-                batch = records.next_batch()
-                for record in batch:
-                    if not batch.is_control_batch:
-                        self.coordinator.replay(record.key, record.value)
-                        count += 1
-                    offset = record.offset + 1
+        count = 0
+        for batch, record in records_to_end(plog):
+            if not batch.is_control_batch:
+                self.coordinator.replay(record.key, record.value)
+                count += 1
         self._pending.extend(self.coordinator.finish_load(index))
         return count
 
@@ -182,6 +174,21 @@ class TransactionService:
         await self.state_topic()
         return await self._run(lambda now: self.coordinator.end_txn(
             transactional_id, producer_id, producer_epoch, commit, now))
+
+    # -- reads (DescribeTransactions, ListTransactions) ---------------------------------
+    def describe_transactions(self, transactional_ids) -> list[TxnDescription]:
+        """The coordinator's entries, in request order; reads only.  A single node that has not
+        created ``__transaction_state`` yet knows no id (TRANSACTIONAL_ID_NOT_FOUND) rather than
+        answering NOT_COORDINATOR for ids it would coordinate once the topic exists."""
+        if self.cluster is None and self.logs.get(TRANSACTION_STATE_TOPIC) is None:
+            return [TxnDescription(t, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND if t else ErrorCode.INVALID_REQUEST)
+                    for t in transactional_ids]
+        return self.coordinator.describe_transactions(transactional_ids)
+
+    def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter_ms: int = -1) -> TxnListing:
+        """The transactional ids this broker coordinates, filtered as ListTransactions asks; reads only."""
+        return self.coordinator.list_transactions(state_filters, producer_id_filters, duration_filter_ms,
+                                                  self.clock.now_ms())
 
     def _take_producer_id(self) -> int:
         if self._reserved is None:
