@@ -10,6 +10,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from kwire.groups.coordinator import partition_for
+from tests.integration.test_transactions import consume_transform_produce
 from tests.support.counting import create_topic, partition_states, wait_for, wait_full_isrs
 
 TXN_TOPIC = "__transaction_state"
@@ -96,3 +97,7 @@ def test_kill_9_of_the_coordinator_mid_transaction_keeps_committed_and_drops_the
     seen = read_committed(others, topic, len(kept))
     assert sorted(seen) == sorted(kept), f"{len(seen)} read, {len(kept)} committed"
     assert not any(v.startswith(b"lost") for v in seen)
+
+
+def test_consume_transform_produce_is_exactly_once_on_the_cluster(cluster):
+    consume_transform_produce(cluster.bootstrap, replication_factor=3)

@@ -16,9 +16,9 @@ def name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+def create(bootstrap: str, topic: str, partitions: int = 1, replication_factor: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})      # kept alive until the result is in
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, replication_factor)])[topic].result(30)
 
 
 def txn_producer(bootstrap: str, transactional_id: str, **conf) -> Producer:
@@ -113,15 +113,22 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker):
 
 
 def test_consume_transform_produce_is_exactly_once_across_an_aborted_batch(broker):
+    consume_transform_produce(broker.bootstrap)
+
+
+def consume_transform_produce(bootstrap: str, replication_factor: int = 1) -> None:
+    """300 records through a read_committed consumer and a transactional producer that sends
+    its offsets to the transaction; one step aborts and rewinds.  The output must hold each
+    record once, in order, and the group's committed offset must be 300."""
     source, sink, group = name("in"), name("out"), name("eos")
-    create(broker.bootstrap, source)
-    create(broker.bootstrap, sink)
-    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    create(bootstrap, source, replication_factor=replication_factor)
+    create(bootstrap, sink, replication_factor=replication_factor)
+    plain = Producer({"bootstrap.servers": bootstrap})
     send_all(plain, source, values("n", 300))
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
     consumer.subscribe([source])
-    producer = txn_producer(broker.bootstrap, name("tid"))
+    producer = txn_producer(bootstrap, name("tid"))
     done, aborted_once, deadline = 0, False, time.monotonic() + 60
     while done < 300 and time.monotonic() < deadline:
         batch = consumer.consume(50, 1.0)
@@ -144,8 +151,8 @@ def test_consume_transform_produce_is_exactly_once_across_an_aborted_batch(broke
         done += len(batch)
     consumer.close()
     assert aborted_once and done == 300
-    assert read(broker.bootstrap, sink, committed=True, expect=300) == [v.upper() for v in values("n", 300)]
-    check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    assert read(bootstrap, sink, committed=True, expect=300) == [v.upper() for v in values("n", 300)]
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     assert [tp.offset for tp in check.committed([TopicPartition(source, 0)], 10)] == [300]
     check.close()
 
