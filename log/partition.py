@@ -51,6 +51,7 @@ import logging
 import os
 import shutil
 import threading
+from typing import NamedTuple
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -65,6 +66,17 @@ from .slices import RecordSlices
 from .txn_index import TxnIndexCorrupt
 
 logger = logging.getLogger(__name__)
+
+
+class ActiveProducer(NamedTuple):
+    """One producer's state in a partition, as DescribeProducers reports it."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int             # -1: no batch cached
+    last_timestamp: int            # -1: unknown
+    coordinator_epoch: int         # -1: no marker seen
+    current_txn_start_offset: int  # -1: no transaction open here
+
 
 PRODUCER_STATE_SEGMENTS = 2     # newest segments replayed to rebuild producer state
 INT32_MAX = 2**31 - 1
@@ -456,6 +468,32 @@ class PartitionLog(ReplicaLog):
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its transaction open in this partition (a copy)."""
         return dict(self._producers.ongoing)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """DescribeProducers: every producer this partition holds state for, by producer id
+        (Kafka's UnifiedLog.activeProducers).  ``last_timestamp`` is the max timestamp of the
+        producer's last cached data batch, read from its header (-1 when it has none cached,
+        e.g. only markers, or the batch was deleted); Kafka also moves it to a marker's
+        timestamp, which kwire does not track.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)
+        when the partition is offline."""
+        self.health.check_online()
+        out = []
+        # ProducerStateManager has no iterator; read its table, copying what is returned
+        for pid, entry in sorted(self._producers._producers.items()):
+            last = entry.batches[-1] if entry.batches else None
+            timestamp = -1
+            if last is not None and last.first_offset >= self.log_start_offset:
+                segments = self.segments
+                try:
+                    header = segments[max(0, bisect_segments(segments, last.first_offset))].find_batch(
+                        last.first_offset)
+                except (CorruptSegment, OSError) as exc:
+                    raise self._damaged(exc) from None
+                if header is not None:
+                    timestamp = header.max_timestamp
+            out.append(ActiveProducer(pid, entry.epoch, entry.last_seq, timestamp, entry.coordinator_epoch,
+                                      -1 if entry.txn_first_offset is None else entry.txn_first_offset))
+        return out
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of every aborted transaction with its ABORT marker at
