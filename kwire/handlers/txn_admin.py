@@ -1,0 +1,110 @@
+"""DescribeProducers (61), DescribeTransactions (65), ListTransactions (66): what the admin
+tools (``kafka-transactions.sh``: describe, list, describe-producers, find-hanging) read.
+
+Reads only, answered as Kafka's KafkaApis does:
+
+* DescribeTransactions: per id, the transaction coordinator's state (``kwire.txn_service``):
+  NOT_COORDINATOR for an id another broker coordinates (cluster mode),
+  COORDINATOR_LOAD_IN_PROGRESS while its partition loads, TRANSACTIONAL_ID_NOT_FOUND,
+  INVALID_REQUEST for an empty id.  Topics are those of the transaction (Empty and
+  Complete* have none).
+* ListTransactions (v1 adds ``duration_filter``): the ids of the ``__transaction_state``
+  partitions this broker leads, so a client asks every broker; unknown state names are
+  echoed in ``unknown_state_filters``.
+* DescribeProducers: per partition, the producer state of this broker's replica (leader or
+  follower, as Kafka), each producer with its last sequence, the max timestamp of its last
+  batch, the coordinator epoch of its last marker and the first offset of its open
+  transaction (-1: none).  An invalid topic name is INVALID_TOPIC_EXCEPTION, an unknown
+  topic or partition UNKNOWN_TOPIC_OR_PARTITION, a partition of the cluster this broker
+  holds no replica of NOT_LEADER_OR_FOLLOWER (Kafka's ReplicaManager.getPartitionOrError),
+  an offline one KAFKA_STORAGE_ERROR.
+
+None of them raises (DescribeProducers and DescribeTransactions have no top-level error code
+to fall back on).
+"""
+from __future__ import annotations
+
+from kwire.admin.topics import validate_topic_name
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..registry import handles
+
+
+@handles(65, 0, 0)
+async def handle_describe_transactions(ctx, request):
+    states = []
+    for d in ctx.broker.transactions.describe_transactions(list(request.transactional_ids)):
+        states.append({
+            "error_code": int(d.error), "transactional_id": d.transactional_id,
+            "transaction_state": d.state, "transaction_timeout_ms": d.transaction_timeout_ms,
+            "transaction_start_time_ms": d.transaction_start_time_ms, "producer_id": d.producer_id,
+            "producer_epoch": d.producer_epoch,
+            "topics": [{"topic": topic, "partitions": list(partitions)} for topic, partitions in d.topics]})
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+@handles(66, 0, 1)
+async def handle_list_transactions(ctx, request):
+    duration = request.duration_filter if ctx.api_version >= 1 else -1
+    listing = ctx.broker.transactions.list_transactions(
+        list(request.state_filters), list(request.producer_id_filters), duration)
+    return {"throttle_time_ms": 0, "error_code": int(listing.error),
+            "unknown_state_filters": list(listing.unknown_state_filters),
+            "transaction_states": [{"transactional_id": t, "producer_id": pid, "transaction_state": state}
+                                   for t, pid, state in listing.states]}
+
+
+@handles(61, 0, 0)
+async def handle_describe_producers(ctx, request):
+    topics = []
+    for t in request.topics:
+        error = _topic_error(ctx, t.name)
+        topics.append({"name": t.name, "partitions": [
+            _partition_error(p, *error) if error else _producers_of(ctx, t.name, p)
+            for p in t.partition_indexes]})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _topic_error(ctx, name: str) -> tuple[ErrorCode, str | None] | None:
+    try:
+        validate_topic_name(name)
+    except KafkaApiError as exc:
+        return exc.code, exc.message
+    if not _topic_exists(ctx, name):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    return None
+
+
+def _topic_exists(ctx, name: str) -> bool:
+    """In the cluster's metadata (cluster mode), or on this node."""
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        return cluster.snapshot is not None and name in cluster.snapshot.topics
+    return ctx.broker.logs.get(name) is not None
+
+
+def _producers_of(ctx, topic: str, partition: int) -> dict:
+    plog = ctx.broker.logs.partition(topic, partition)
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        # every broker materializes every topic: only a replica's log holds producer state
+        replicas = cluster.snapshot.topics[topic].assignment.get(partition)
+        if replicas is None:
+            return _partition_error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if plog is None or cluster.node_id not in replicas:
+            return _partition_error(partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    elif plog is None:
+        return _partition_error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        producers = plog.active_producers()
+    except KafkaApiError as exc:            # offline: KAFKA_STORAGE_ERROR
+        return _partition_error(partition, exc.code, exc.message)
+    return {"partition_index": partition, "error_code": 0, "error_message": None, "active_producers": [
+        {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "last_sequence": p.last_sequence,
+         "last_timestamp": p.last_timestamp, "coordinator_epoch": p.coordinator_epoch,
+         "current_txn_start_offset": p.current_txn_start_offset} for p in producers]}
+
+
+def _partition_error(partition: int, code: ErrorCode, message: str | None = None) -> dict:
+    return {"partition_index": partition, "error_code": int(code), "error_message": message,
+            "active_producers": []}
