@@ -6,15 +6,21 @@ what a coordinator in a ZooKeeper cluster sends the leaders of the partitions
 of a decided transaction.  Versions are those before KIP-890's transactions v2
 (AddPartitionsToTxn 0-3, EndTxn and TxnOffsetCommit 0-4, WriteTxnMarkers 1),
 which kwire does not implement.  InitProducerId is in ``producer_id``.
+
+A TxnOffsetCommit is checked with the transaction coordinator before the group
+coordinator takes its offsets (``verify_txn_offset_commit``), as Kafka 3.6+ does.
 """
 from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import OffsetCommit
-from kwire.groups.txn_coordinator import error_for_version
+from kwire.groups.coordinator import partition_for
+from kwire.groups.txn_coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TxnDescription, error_for_version
 
+from ..peer import PeerConnection, PeerError
 from ..registry import handles
 
+VERIFY_TIMEOUT_S = 5.0        # asking another broker's transaction coordinator (Kafka: request.timeout.ms)
 
 
 def answer(ctx, error: ErrorCode) -> int:
@@ -79,12 +85,17 @@ async def handle_txn_offset_commit(ctx, request):
                             getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in request.topics for p in t.partitions]
     groups = ctx.broker.groups
-    await groups.offsets_topic()
     try:
-        errors = await groups.txn_commit_offsets(
-            request.group_id, request.producer_id, request.producer_epoch,
-            getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
-            getattr(request, "group_instance_id", None), offsets)
+        await groups.offsets_topic()        # in a cluster: COORDINATOR_NOT_AVAILABLE while being created
+        groups.check_owner(request.group_id)
+        error = await verify_txn_offset_commit(ctx, request)
+        if error != ErrorCode.NONE:
+            errors = [error] * len(offsets)
+        else:
+            errors = await groups.txn_commit_offsets(
+                request.group_id, request.producer_id, request.producer_epoch,
+                getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
+                getattr(request, "group_instance_id", None), offsets)
     except KafkaApiError as exc:            # NOT_COORDINATOR: the group is coordinated elsewhere
         errors = [exc.code] * len(offsets)
     by_topic: dict[str, list] = {}
@@ -92,3 +103,70 @@ async def handle_txn_offset_commit(ctx, request):
         by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition,
                                                       "error_code": int(error)})
     return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+async def verify_txn_offset_commit(ctx, request) -> ErrorCode:
+    """Kafka 3.6+'s transaction verification of a TxnOffsetCommit (KIP-890 part 1), before the
+    group coordinator holds the offsets pending for the producer: the producer must be the
+    transactional id's current one, with a transaction open that AddOffsetsToTxn gave the
+    group's ``__consumer_offsets`` partition.  Without it, offsets of a fenced zombie or of a
+    producer id nobody initialised wait pending under that producer id, and a later COMMIT
+    marker of the same producer id (the zombie's successor keeps it, with a bumped epoch)
+    makes them count.
+
+    Codes as Kafka's AddPartitionsToTxnManager hands them to a TxnOffsetCommit client:
+    INVALID_REQUEST (empty id), INVALID_PRODUCER_ID_MAPPING (unknown id, or another producer
+    id), INVALID_PRODUCER_EPOCH (fenced: PRODUCER_FENCED from the coordinator),
+    CONCURRENT_TRANSACTIONS (being decided), INVALID_TXN_STATE (the group's partition is not in
+    the transaction: Kafka's TRANSACTION_ABORTABLE, which kwire's codes lack), the coordinator's
+    NOT_COORDINATOR/COORDINATOR_LOAD_IN_PROGRESS, and COORDINATOR_LOAD_IN_PROGRESS when the
+    coordinator broker cannot be asked (Kafka's NETWORK_EXCEPTION mapping: the client retries).
+    In a cluster the id's coordinator may be another broker: it is asked with
+    DescribeTransactions.  Never raises KafkaApiError; ``__consumer_offsets`` must exist."""
+    transactional_id = request.transactional_id
+    if not transactional_id:
+        return ErrorCode.INVALID_REQUEST
+    d = ctx.broker.transactions.describe_transactions([transactional_id])[0]
+    if d.error == ErrorCode.NOT_COORDINATOR and ctx.broker.cluster is not None:
+        d = await describe_at_coordinator(ctx, transactional_id)
+    if d.error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or (
+            d.error == ErrorCode.NONE and d.producer_id != request.producer_id):
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if d.error != ErrorCode.NONE:
+        return d.error
+    if d.producer_epoch != request.producer_epoch:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if d.state in ("PrepareCommit", "PrepareAbort"):
+        return ErrorCode.CONCURRENT_TRANSACTIONS
+    partition = ctx.broker.groups.partition_of(request.group_id)
+    if partition not in dict(d.topics).get(OFFSETS_TOPIC, ()):
+        return ErrorCode.INVALID_TXN_STATE
+    return ErrorCode.NONE
+
+
+async def describe_at_coordinator(ctx, transactional_id: str) -> TxnDescription:
+    """DescribeTransactions of one id at the broker leading its ``__transaction_state``
+    partition (cluster mode); errors come back as the description's ``error``."""
+    cluster = ctx.broker.cluster
+    snap = cluster.snapshot
+    meta = snap.topics.get(TRANSACTION_STATE_TOPIC) if snap is not None else None
+    state = None
+    if meta is not None:
+        state = snap.states.get((TRANSACTION_STATE_TOPIC, partition_for(transactional_id, len(meta.assignment))))
+    address = cluster.endpoint(state.leader) if state is not None and state.leader >= 0 else None
+    if address is None:
+        return TxnDescription(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if state.leader == cluster.node_id:     # this broker's coordinator answered already (loading)
+        return TxnDescription(transactional_id, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    try:
+        conn = await PeerConnection.open(*address, f"kwire-txn-verify-{cluster.node_id}", VERIFY_TIMEOUT_S)
+        try:
+            response = await conn.request(65, 0, transactional_ids=[transactional_id])
+        finally:
+            await conn.aclose()
+    except PeerError:
+        return TxnDescription(transactional_id, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    s = response.transaction_states[0]
+    return TxnDescription(transactional_id, ErrorCode(s.error_code), s.transaction_state, s.producer_id,
+                          s.producer_epoch, s.transaction_timeout_ms, s.transaction_start_time_ms,
+                          tuple((t.topic, tuple(t.partitions)) for t in s.topics))

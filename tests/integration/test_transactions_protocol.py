@@ -21,11 +21,11 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.admin import DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest,
-    WriteTxnMarkersRequest,
+    TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -453,3 +453,67 @@ def test_out_of_order_and_duplicate_transactional_batches(broker):
         assert conn.end_txn(tid, pid, epoch, commit=True) == 0
         assert_still_serving(broker.bootstrap, conn)
     assert len(read(broker.bootstrap, topic, committed=True, expect=6)) == 6
+
+
+
+def test_txn_offset_commit_from_a_fenced_producer_never_counts(broker):
+    """A zombie's offsets must not ride on its successor's commit: both have the same producer
+    id (the successor's epoch is bumped), so the group coordinator must not hold the zombie's
+    offsets pending under it.  As Kafka 3.6+, TxnOffsetCommit is verified with the transaction
+    coordinator first: a stale epoch is INVALID_PRODUCER_EPOCH, a producer id the id does not
+    have INVALID_PRODUCER_ID_MAPPING, no AddOffsetsToTxn INVALID_TXN_STATE."""
+    src, tid, group = name("src"), name("tid"), name("eos")
+    create(broker.bootstrap, src, partitions=3)
+    with Conn(broker.bootstrap) as conn:
+        r = conn.init(tid)
+        pid, zombie = r.producer_id, r.producer_epoch
+        assert conn.add_offsets(tid, pid, zombie, group) == 0
+        assert commit_offsets(conn, tid, pid, zombie, group, src, {0: 5}) == {0: 0}
+        assert conn.init(tid).error_code == E.CONCURRENT_TRANSACTIONS      # the successor fences the zombie
+        r = conn.init(tid)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, zombie + 2)
+        successor = r.producer_epoch
+        for version in range(4):
+            assert commit_offsets(conn, tid, pid, zombie, group, src, {1: 99, 2: 99}, version) == {
+                1: E.INVALID_PRODUCER_EPOCH, 2: E.INVALID_PRODUCER_EPOCH}, version
+        # no AddOffsetsToTxn yet: the group's partition is not in the transaction
+        assert commit_offsets(conn, tid, pid, successor, group, src, {0: 7}) == {0: E.INVALID_TXN_STATE}
+        assert conn.add_offsets(tid, pid, successor, group) == 0
+        assert commit_offsets(conn, tid, pid, zombie, group, src, {1: 99}) == {1: E.INVALID_PRODUCER_EPOCH}
+        assert commit_offsets(conn, tid, pid + 1, successor, group, src, {1: 99}) == {
+            1: E.INVALID_PRODUCER_ID_MAPPING}
+        assert commit_offsets(conn, tid, pid, successor, group, src, {0: 7}) == {0: 0}
+        assert conn.end_txn(tid, pid, successor, commit=True) == 0
+        assert committed_offsets(conn, group, src) == {0: 7, 1: -1, 2: -1}
+
+        # a producer id nobody initialised, an empty id: nothing is held pending for them
+        stranger = name("stranger")
+        assert commit_offsets(conn, name("nobody"), 424_242, 0, stranger, src, {0: 3}) == {
+            0: E.INVALID_PRODUCER_ID_MAPPING}
+        assert commit_offsets(conn, "", pid, successor, stranger, src, {0: 3}) == {0: E.INVALID_REQUEST}
+        assert committed_offsets(conn, stranger, src, require_stable=True) == {0: -1, 1: -1, 2: -1}
+        assert_still_serving(broker.bootstrap, conn)
+
+
+def commit_offsets(conn: Conn, tid: str, pid: int, epoch: int, group: str, topic: str, offsets: dict,
+                   version: int = 3) -> dict[int, int]:
+    """{partition: error code} of one TxnOffsetCommit of ``topic``'s ``offsets`` {partition: offset}."""
+    Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    member = {"generation_id": -1, "member_id": "", "group_instance_id": None} if version >= 3 else {}
+    r = conn.call(TxnOffsetCommitRequest[version](
+        transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch, **member,
+        topics=[Topic(name=topic, partitions=[Topic.TxnOffsetCommitRequestPartition(
+            partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+            for p, o in offsets.items()])]))
+    return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
+
+
+def committed_offsets(conn: Conn, group: str, topic: str, require_stable: bool = False) -> dict[int, int]:
+    """{partition: committed offset} of partitions 0-2; every error must be NONE (with
+    ``require_stable``, no offset of the group may be waiting for a transaction)."""
+    R = OffsetFetchRequest[7]
+    r = conn.call(R(group_id=group, require_stable=require_stable,
+                    topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1, 2])]))
+    assert r.error_code == 0
+    assert [p.error_code for t in r.topics for p in t.partitions] == [0, 0, 0]
+    return {p.partition_index: p.committed_offset for t in r.topics for p in t.partitions}
