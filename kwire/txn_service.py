@@ -74,6 +74,7 @@ class TransactionService:
         self._pending: list[TxnMarkers] = []       # decided at start-up, or markers to retry
         self._lock = trio.Lock()                   # one request's writes at a time, in order
         self.cluster = None                        # a ClusterNode in cluster mode (set by the broker)
+        self._timer_at: int | None = None          # when the timer task wakes next (None: not scheduled)
 
     # -- the internal topic ---------------------------------------------------
     async def state_topic(self):
@@ -200,7 +201,9 @@ class TransactionService:
     async def _run(self, call) -> TxnResult:
         async with self._lock:
             answer = await self._drive(call(self.clock.now_ms()))
-        self._wakeup.set()          # a new transaction may have an earlier timeout
+        at = self.coordinator.next_deadline_ms()
+        if self._pending or (at is not None and (self._timer_at is None or at < self._timer_at)):
+            self._wakeup.set()      # a new transaction has the earliest timeout, or markers wait
         return answer
 
     async def _drive(self, result: TxnResult) -> TxnResult:
@@ -354,5 +357,6 @@ class TransactionService:
             wait_s = None if at is None else max(0.0, (at - self.clock.now_ms()) / 1000)
             if self._pending:
                 wait_s = MARKER_RETRY_S if wait_s is None else min(wait_s, MARKER_RETRY_S)
+            self._timer_at = None if wait_s is None else self.clock.now_ms() + int(wait_s * 1000)
             with trio.move_on_after(wait_s if wait_s is not None else float("inf")):
                 await self._wakeup.wait()
