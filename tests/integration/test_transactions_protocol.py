@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.admin import DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
-from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest,
     TxnOffsetCommitRequest, WriteTxnMarkersRequest,
@@ -517,3 +517,86 @@ def committed_offsets(conn: Conn, group: str, topic: str, require_stable: bool =
     assert r.error_code == 0
     assert [p.error_code for t in r.topics for p in t.partitions] == [0, 0, 0]
     return {p.partition_index: p.committed_offset for t in r.topics for p in t.partitions}
+
+
+# -- a ZooKeeper cluster ------------------------------------------------------------------------
+
+def test_on_a_cluster_each_broker_answers_for_what_it_coordinates_and_replicates():
+    """Three brokers, a topic of three partitions with two replicas each (so every broker
+    holds no replica of one of them): DescribeTransactions is answered by the id's
+    coordinator and NOT_COORDINATOR elsewhere, ListTransactions lists the id on its
+    coordinator only, DescribeProducers is answered by the leader and the follower and is
+    NOT_LEADER_OR_FOLLOWER on the third broker.  A TxnOffsetCommit reaching a group
+    coordinator that is not the id's transaction coordinator is verified there with
+    DescribeTransactions: the fenced zombie's offsets do not count."""
+    from kwire.groups.coordinator import partition_for
+    from kwire.testing_cluster import ClusterProcess
+    from kwire.zookeeper_process import zookeeper_available
+    from tests.support.counting import create_topic as create_replicated
+    from tests.support.counting import partition_states, wait_for, wait_full_isrs
+    available, why = zookeeper_available()
+    if not available:
+        pytest.skip(f"ZooKeeper cannot run here: {why}")
+    cluster = ClusterProcess(3)
+    try:
+        cluster.start()
+        cluster.wait_until_ready()
+        zk = cluster.zookeeper.connect
+        topic, tid = name("spread"), name("tid")
+        create_replicated(cluster.bootstrap, topic, partitions=3, rf=2)
+        states = wait_full_isrs(zk, topic, replicas=2)
+        producer = txn_producer(cluster.bootstrap, tid)
+        txn_states = partition_states(zk, "__transaction_state")
+        coordinator = txn_states[partition_for(tid, len(txn_states))]["leader"]
+        producer.begin_transaction()
+        for p in range(3):
+            send_all(producer, topic, values(f"p{p}", 5), partition=p)
+        conns = {i: Conn(b.bootstrap) for i, b in cluster.brokers.items()}
+        d, = conns[coordinator].describe(tid)
+        assert (d.error_code, d.transaction_state) == (0, "Ongoing")
+        pid = d.producer_id
+        for i, conn in conns.items():
+            here = i == coordinator
+            assert conn.describe(tid)[0].error_code == (0 if here else E.NOT_COORDINATOR), i
+            assert rows(conn.listed(pids=[pid])) == ({(tid, pid, "Ongoing")} if here else set()), i
+
+            def producers_here(i=i, conn=conn):
+                got = conn.producers(topic, range(3))
+                want = {p: 0 if i in states[p]["isr"] else E.NOT_LEADER_OR_FOLLOWER for p in range(3)}
+                replicated = all(got[p].active_producers for p in range(3) if want[p] == 0)
+                return {p: r.error_code for p, r in got.items()} == want and replicated and got
+            got = wait_for(producers_here, 30, f"broker {i}'s replicas to hold the producer")
+            for p, r in got.items():
+                assert [(s.producer_id, s.current_txn_start_offset) for s in r.active_producers] == (
+                    [(pid, 0)] if i in states[p]["isr"] else []), (i, p)
+        producer.commit_transaction(60)
+
+        # a group coordinated away from the id's transaction coordinator
+        conns[coordinator].call(FindCoordinatorRequest[1](key="probe", key_type=0))
+        offsets_states = wait_for(lambda: partition_states(zk, "__consumer_offsets"), 30, "__consumer_offsets")
+        group = next(g for g in (f"g{n}" for n in range(1000))
+                     if offsets_states[partition_for(g, len(offsets_states))]["leader"] != coordinator)
+        group_conn = conns[offsets_states[partition_for(group, len(offsets_states))]["leader"]]
+        txn_conn = conns[coordinator]
+        # the confluent producer's id, now initialised again with raw requests: a zombie and its successor
+        zid = tid
+        r = txn_conn.init(zid)
+        assert r.error_code == 0
+        zpid, zombie = r.producer_id, r.producer_epoch
+        assert txn_conn.add_offsets(zid, zpid, zombie, group) == 0
+        assert commit_offsets(group_conn, zid, zpid, zombie, group, topic, {0: 5}) == {0: 0}
+        fenced = wait_for(lambda: (r := txn_conn.init(zid)).error_code == 0 and r, 30, "the successor")
+        successor = fenced.producer_epoch
+        assert successor > zombie
+        assert commit_offsets(group_conn, zid, zpid, zombie, group, topic, {1: 99}) == {1: E.INVALID_PRODUCER_EPOCH}
+        assert commit_offsets(group_conn, zid, zpid + 1, successor, group, topic, {1: 99}) == {
+            1: E.INVALID_PRODUCER_ID_MAPPING}
+        assert txn_conn.add_offsets(zid, zpid, successor, group) == 0
+        assert commit_offsets(group_conn, zid, zpid, successor, group, topic, {0: 7}) == {0: 0}
+        assert txn_conn.end_txn(zid, zpid, successor, commit=True) == 0
+        assert wait_for(lambda: committed_offsets(group_conn, group, topic, require_stable=True) == {
+            0: 7, 1: -1, 2: -1}, 30, "the successor's offsets, and only them")
+        for conn in conns.values():
+            conn.sock.close()
+    finally:
+        cluster.close()
