@@ -269,6 +269,107 @@ def test_a_write_to_a_partition_never_added_hangs_until_write_txn_markers_aborts
         "raw-0", "raw-1", "raw-2"]
 
 
+
+JAVA_ADMIN = """
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartition;
+
+/** kafka-transactions.sh's calls through the Java Admin: describe, list, describe-producers, abort. */
+public class TxnAdminProbe {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[1]);
+        props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        try (Admin admin = Admin.create(props)) {
+            if (args[0].equals("describe")) {
+                String tid = args[2], topic = args[3];
+                for (TransactionListing l : admin.listTransactions().all().get())
+                    System.out.println("LIST " + l.transactionalId() + " " + l.producerId() + " " + l.state());
+                ListTransactionsOptions ongoing = new ListTransactionsOptions()
+                    .filterStates(List.of(TransactionState.ONGOING)).filterOnDuration(0);
+                for (TransactionListing l : admin.listTransactions(ongoing).all().get())
+                    System.out.println("ONGOING " + l.transactionalId());
+                TransactionDescription d = admin.describeTransactions(List.of(tid)).description(tid).get();
+                System.out.println("DESC " + d.state() + " " + d.producerId() + " " + d.producerEpoch() + " "
+                    + d.transactionTimeoutMs() + " " + d.topicPartitions().size());
+                List<TopicPartition> tps = new ArrayList<>();
+                for (int p = 0; p < Integer.parseInt(args[4]); p++) tps.add(new TopicPartition(topic, p));
+                for (Map.Entry<TopicPartition, DescribeProducersResult.PartitionProducerState> e
+                        : admin.describeProducers(tps).all().get().entrySet())
+                    for (ProducerState s : e.getValue().activeProducers())
+                        System.out.println("PROD " + e.getKey().partition() + " " + s.producerId() + " "
+                            + s.producerEpoch() + " " + s.lastSequence() + " " + s.coordinatorEpoch().orElse(-1)
+                            + " " + s.currentTransactionStartOffset().orElse(-1));
+            } else {
+                TopicPartition tp = new TopicPartition(args[2], Integer.parseInt(args[3]));
+                admin.abortTransaction(new AbortTransactionSpec(tp, Long.parseLong(args[4]),
+                    Short.parseShort(args[5]), Integer.parseInt(args[6]))).all().get();
+            }
+            System.out.println("DONE");
+        }
+    }
+}
+"""
+
+
+def run_java_admin(tmp_path, *args) -> list[str]:
+    """Compile and run ``TxnAdminProbe *args``; its stdout lines (the last one is DONE)."""
+    import subprocess
+
+    from tests.support.java import java_available, start_java, stop
+    ok, why = java_available()
+    if not ok:
+        pytest.skip(f"the Java client cannot run here: {why}")
+    sources = tmp_path / "java"
+    sources.mkdir(exist_ok=True)
+    (sources / "TxnAdminProbe.java").write_text(JAVA_ADMIN)
+    proc = start_java("TxnAdminProbe", *args, sources=sources, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stop(proc)
+    lines = out.splitlines()
+    assert proc.returncode == 0 and lines[-1:] == ["DONE"], f"TxnAdminProbe {args[0]}: {lines[-5:]}\n{err[-3000:]}"
+    return lines
+
+
+def test_the_java_admin_client_describes_lists_and_aborts_transactions(broker, tmp_path):
+    """Apache Kafka's own Admin (4.0) reads kwire's answers: listTransactions (every broker),
+    describeTransactions (through FindCoordinator), describeProducers (the leader), and
+    abortTransaction (WriteTxnMarkers to the leader) ends a hanging transaction."""
+    topic, tid = name("jadmin"), name("tid")
+    create(broker.bootstrap, topic, partitions=2)
+    producer = txn_producer(broker.bootstrap, tid, **{"transaction.timeout.ms": 45_000})
+    producer.begin_transaction()
+    for p in (0, 1):
+        send_all(producer, topic, values(f"p{p}", 4), partition=p)
+    with Conn(broker.bootstrap) as conn:
+        d, = conn.describe(tid)
+    pid, epoch = d.producer_id, d.producer_epoch
+    time.sleep(0.05)
+    lines = run_java_admin(tmp_path, "describe", broker.bootstrap, tid, topic, 2)
+    assert f"LIST {tid} {pid} Ongoing" in lines and f"ONGOING {tid}" in lines
+    assert f"DESC Ongoing {pid} {epoch} 45000 2" in lines
+    assert sorted(line for line in lines if line.startswith("PROD")) == [
+        f"PROD {p} {pid} {epoch} 3 -1 0" for p in (0, 1)]
+    producer.commit_transaction(30)
+
+    # a hanging transaction (a write to a partition never added), ended the way the tool does
+    hang = name("jhang")
+    create(broker.bootstrap, hang)
+    with Conn(broker.bootstrap) as conn:
+        r = conn.init(name("tid"))
+        hpid, hepoch = r.producer_id, r.producer_epoch
+        assert conn.produce(hang, 0, txn_batch(hpid, hepoch, 0), tid).error_code == 0
+        lines = run_java_admin(tmp_path, "describe", broker.bootstrap, tid, hang, 1)
+        assert f"PROD 0 {hpid} {hepoch} 2 -1 0" in lines
+        run_java_admin(tmp_path, "abort", broker.bootstrap, hang, 0, hpid, hepoch, 0)
+        assert [s.current_txn_start_offset for s in conn.producers(hang, [0])[0].active_producers] == [-1]
+        assert conn.last_stable_offset(hang, 0) == 4
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 def test_end_txn_with_no_transaction_open_is_invalid_txn_state(broker):
