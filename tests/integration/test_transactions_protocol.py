@@ -3,8 +3,9 @@
 Admin reads: DescribeTransactions (65), ListTransactions (66) and DescribeProducers (61)
 are read with kafka-python's protocol classes over a socket while confluent-kafka's
 transactional Producer drives real transactions.  confluent-kafka's AdminClient (2.16) has
-no list/describe transactions call (librdkafka implements neither), so raw requests are
-the only stock-library way to ask.
+no list/describe transactions call (librdkafka implements neither); Apache Kafka's Java
+Admin has them all and reads kwire's answers in one test (skipped without java), and a
+three-broker ZooKeeper cluster checks who answers what (skipped without ZooKeeper).
 
 Bad input: requests a well-behaved client never sends (an EndTxn with nothing open, stale
 epochs, foreign producer ids, unknown partitions, out-of-order sequences...), each
