@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import trio
 
+from kwire.codecs import records
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..blocking import run_blocking
 from ..registry import handles
+from .transactions import verify_in_transaction
 
 
 def partition_error(index: int, code: ErrorCode, message: str | None = None,
@@ -63,6 +65,30 @@ async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> No
             entries[tp].update(partition_error(tp[1], code))
 
 
+async def verify_first_transactional_write(ctx, request, topic_name: str, data) -> dict | None:
+    """Kafka 3.6+'s partition verification (KIP-890 part 1): the first transactional batch of a
+    producer in a partition is accepted only once the coordinator has the partition in that
+    producer's open transaction.  Without it, a write to a partition the producer never added
+    (a client bug, or a zombie) would open a transaction there that no marker ever ends: the
+    last stable offset would stay behind it and read_committed consumers stop for good.
+    Returns the partition's error entry, or None to go on."""
+    plog = ctx.broker.logs.partition(topic_name, data.index)
+    if plog is None or not data.records:
+        return None
+    try:
+        header = records.read_header(data.records, whole=False)
+    except KafkaApiError:
+        return None                      # the append's validation answers it
+    if not header.is_transactional or header.producer_id in plog.ongoing_transactions():
+        return None
+    code = await verify_in_transaction(ctx, request.transactional_id, header.producer_id,
+                                       header.producer_epoch, (topic_name, data.index))
+    if code == ErrorCode.NONE:
+        return None
+    return partition_error(data.index, code, f"producer {header.producer_id} epoch {header.producer_epoch} has "
+                           f"no open transaction holding {topic_name}-{data.index}")
+
+
 @handles(0, 0, 11, reject_below=3)
 async def handle_produce(ctx, request):
     acks = request.acks
@@ -76,7 +102,11 @@ async def handle_produce(ctx, request):
             if acks not in (0, 1, -1):
                 parts.append(partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
-            entry = append_partition(ctx, topic.name, data, flushes, waits, acks)
+            entry = None
+            if request.transactional_id is not None:
+                entry = await verify_first_transactional_write(ctx, request, topic.name, data)
+            if entry is None:
+                entry = append_partition(ctx, topic.name, data, flushes, waits, acks)
             if entry["error_code"] == 0:
                 appended.append((topic.name, data.index))
             parts.append(entry)

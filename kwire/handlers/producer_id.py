@@ -3,15 +3,21 @@ transaction coordinator's (kwire.txn_service: a new id, or the id's epoch bumped
 the previous producer and aborting its open transaction)."""
 from __future__ import annotations
 
+from kwire.codecs.errors import ErrorCode
 from kwire.groups.txn_coordinator import error_for_version
 
 from ..blocking import next_producer_id
 from ..registry import handles
 
+MAX_STRING_BYTES = 2**15 - 1     # Kafka's parser refuses longer strings; __transaction_state keys are such
+
 
 @handles(22, 0, 5)
 async def handle_init_producer_id(ctx, request):
     if request.transactional_id is not None:
+        if len(request.transactional_id.encode()) > MAX_STRING_BYTES:     # flexible versions can carry one
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                    "producer_id": -1, "producer_epoch": -1}
         result = await ctx.broker.transactions.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms,
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))

@@ -123,23 +123,30 @@ async def verify_txn_offset_commit(ctx, request) -> ErrorCode:
     coordinator broker cannot be asked (Kafka's NETWORK_EXCEPTION mapping: the client retries).
     In a cluster the id's coordinator may be another broker: it is asked with
     DescribeTransactions.  Never raises KafkaApiError; ``__consumer_offsets`` must exist."""
-    transactional_id = request.transactional_id
+    return await verify_in_transaction(ctx, request.transactional_id, request.producer_id, request.producer_epoch,
+                                       (OFFSETS_TOPIC, ctx.broker.groups.partition_of(request.group_id)))
+
+
+async def verify_in_transaction(ctx, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                tp: tuple[str, int]) -> ErrorCode:
+    """Whether ``producer_id``/``producer_epoch`` is the transactional id's current producer
+    with a transaction open that holds ``tp`` (Kafka 3.6+'s verification; codes in
+    ``verify_txn_offset_commit``).  Never raises KafkaApiError."""
     if not transactional_id:
         return ErrorCode.INVALID_REQUEST
     d = ctx.broker.transactions.describe_transactions([transactional_id])[0]
     if d.error == ErrorCode.NOT_COORDINATOR and ctx.broker.cluster is not None:
         d = await describe_at_coordinator(ctx, transactional_id)
     if d.error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or (
-            d.error == ErrorCode.NONE and d.producer_id != request.producer_id):
+            d.error == ErrorCode.NONE and d.producer_id != producer_id):
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
     if d.error != ErrorCode.NONE:
         return d.error
-    if d.producer_epoch != request.producer_epoch:
+    if d.producer_epoch != producer_epoch:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if d.state in ("PrepareCommit", "PrepareAbort"):
         return ErrorCode.CONCURRENT_TRANSACTIONS
-    partition = ctx.broker.groups.partition_of(request.group_id)
-    if partition not in dict(d.topics).get(OFFSETS_TOPIC, ()):
+    if tp[1] not in dict(d.topics).get(tp[0], ()):
         return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
 

@@ -26,7 +26,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest,
-    TxnOffsetCommitRequest, WriteTxnMarkersRequest,
+    TxnOffsetCommitRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -227,14 +227,12 @@ def test_describe_producers_reports_an_idempotent_producers_last_batch(broker):
             29, last.timestamp()[1], -1, -1)
 
 
-def test_a_write_to_a_partition_never_added_hangs_until_write_txn_markers_aborts_it(broker):
-    """kwire, like Kafka before 3.6 (or with transaction.partition.verification.enable=false),
-    takes a transactional batch for a partition the transaction never added: the coordinator
-    does not know the partition, so its markers never reach it and the transaction hangs
-    there, holding the last stable offset, after the coordinator says CompleteCommit.  (Kafka
-    3.6+ verifies the first such write with the coordinator and answers INVALID_TXN_STATE.)
-    This is what ``kafka-transactions.sh find-hanging`` finds (DescribeProducers against
-    ListTransactions) and ``abort`` ends: a WriteTxnMarkers ABORT to the partition's leader."""
+def test_a_write_to_a_partition_never_added_is_refused_and_hangs_nothing(broker):
+    """As Kafka 3.6+ (transaction.partition.verification.enable, KIP-890 part 1): the first
+    transactional batch of a producer in a partition is checked with the coordinator, and a
+    partition the transaction never added answers INVALID_TXN_STATE.  Taking it would open a
+    transaction there that no marker ends (the coordinator does not know the partition),
+    holding the last stable offset for good."""
     topic, tid = name("hang"), name("tid")
     create(broker.bootstrap, topic, partitions=2)
     with Conn(broker.bootstrap) as conn:
@@ -242,29 +240,15 @@ def test_a_write_to_a_partition_never_added_hangs_until_write_txn_markers_aborts
         pid, epoch = r.producer_id, r.producer_epoch
         assert conn.add_partitions(tid, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
         assert conn.produce(topic, 0, txn_batch(pid, epoch, 0), tid).error_code == 0
-        assert conn.produce(topic, 1, txn_batch(pid, epoch, 0, label="hung"), tid).error_code == 0  # never added
+        assert conn.produce(topic, 1, txn_batch(pid, epoch, 0, label="hung"), tid).error_code == \
+            E.INVALID_TXN_STATE                         # never added
+        assert conn.produce(topic, 1, txn_batch(pid, epoch + 1, 0, label="hung"), tid).error_code == \
+            E.INVALID_PRODUCER_EPOCH                    # an epoch the coordinator never gave
         assert conn.end_txn(tid, pid, epoch, commit=True) == 0
         plain = Producer({"bootstrap.servers": broker.bootstrap})
         send_all(plain, topic, values("later", 4), partition=1)
-
-        # find-hanging: the partition holds an open transaction its coordinator does not have
-        state = conn.producers(topic, [0, 1])
-        assert [s.current_txn_start_offset for s in state[0].active_producers] == [-1]
-        hung, = state[1].active_producers
-        assert (hung.producer_id, hung.current_txn_start_offset) == (pid, 0)
-        assert rows(conn.listed(pids=[pid])) == {(tid, pid, "CompleteCommit")}
-        assert conn.last_stable_offset(topic, 1) == 0
-        assert read(broker.bootstrap, topic, committed=True, partitions=(1,), idle_s=1.5) == []
-
-        # abort, as kafka-transactions.sh does (coordinator epoch: DescribeProducers' or 0)
-        Marker = WriteTxnMarkersRequest.WritableTxnMarker
-        r = conn.call(WriteTxnMarkersRequest[1](markers=[Marker(
-            producer_id=hung.producer_id, producer_epoch=hung.producer_epoch, transaction_result=False,
-            coordinator_epoch=max(hung.coordinator_epoch, 0),
-            topics=[Marker.WritableTxnMarkerTopic(name=topic, partition_indexes=[1])])]))
-        assert [p.error_code for m in r.markers for t in m.topics for p in t.partitions] == [0]
-        assert [s.current_txn_start_offset for s in conn.producers(topic, [1])[1].active_producers] == [-1]
-        assert conn.last_stable_offset(topic, 1) == 8          # 3 hung + 4 later + the marker
+        assert conn.producers(topic, [1])[1].active_producers == []
+        assert conn.last_stable_offset(topic, 1) == 4
     assert read(broker.bootstrap, topic, committed=True, expect=4, partitions=(1,)) == values("later", 4)
     assert [v.decode() for v in read(broker.bootstrap, topic, committed=True, expect=3)] == [
         "raw-0", "raw-1", "raw-2"]
@@ -357,18 +341,22 @@ def test_the_java_admin_client_describes_lists_and_aborts_transactions(broker, t
         f"PROD {p} {pid} {epoch} 3 -1 0" for p in (0, 1)]
     producer.commit_transaction(30)
 
-    # a hanging transaction (a write to a partition never added), ended the way the tool does
-    hang = name("jhang")
+    # an open transaction's partition aborted the way kafka-transactions.sh abort does it
+    # (WriteTxnMarkers to the partition's leader), as for a transaction left hanging
+    hang, htid = name("jhang"), name("tid")
     create(broker.bootstrap, hang)
+    hanging = txn_producer(broker.bootstrap, htid, **{"transaction.timeout.ms": 45_000})
+    hanging.begin_transaction()
+    send_all(hanging, hang, values("h", 3))
     with Conn(broker.bootstrap) as conn:
-        r = conn.init(name("tid"))
-        hpid, hepoch = r.producer_id, r.producer_epoch
-        assert conn.produce(hang, 0, txn_batch(hpid, hepoch, 0), tid).error_code == 0
-        lines = run_java_admin(tmp_path, "describe", broker.bootstrap, tid, hang, 1)
-        assert f"PROD 0 {hpid} {hepoch} 2 -1 0" in lines
+        d, = conn.describe(htid)
+        hpid, hepoch = d.producer_id, d.producer_epoch
+        lines = run_java_admin(tmp_path, "describe", broker.bootstrap, htid, hang, 1)
+        assert any(line.startswith(f"PROD 0 {hpid} {hepoch} ") and line.endswith(" 0") for line in lines), lines
         run_java_admin(tmp_path, "abort", broker.bootstrap, hang, 0, hpid, hepoch, 0)
         assert [s.current_txn_start_offset for s in conn.producers(hang, [0])[0].active_producers] == [-1]
-        assert conn.last_stable_offset(hang, 0) == 4
+        assert conn.last_stable_offset(hang, 0) == 4              # 3 records and the marker
+    hanging.abort_transaction(30)
 
 
 # -- bad input ----------------------------------------------------------------------------------
@@ -510,13 +498,10 @@ def test_a_transactional_id_longer_than_a_protocol_string_gets_no_producer_id(br
         assert_still_serving(broker.bootstrap, conn)
 
 
-@pytest.mark.xfail(strict=True, reason="InitProducerId caches a new transactional id before its record is "
-                   "encoded; an id too long for TransactionLogKey stays listed, with a producer id, never written "
-                   "(kwire/handlers/producer_id.py should refuse it as Kafka's parser does)")
 def test_a_transactional_id_longer_than_a_protocol_string_leaves_nothing_behind(fresh_broker):
     b = fresh_broker()
     with Conn(b.bootstrap) as conn:
-        conn.init("M" * 40_000, 1000, version=4)
+        assert conn.init("M" * 40_000, 1000, version=4).error_code == E.INVALID_REQUEST
         assert rows(conn.listed()) == set()
 
 
