@@ -88,6 +88,12 @@ class OffsetsMixin:
                 fx.touch(group.group_id)
         return self._finish(fx)
 
+    def discard_txn_offsets(self, group_id: str, producer_id: int) -> None:
+        """Forget ``producer_id``'s pending offsets of ``group_id`` (their records were not written)."""
+        group = self._groups.get(group_id)
+        if group is not None:
+            group.pending_txn_offsets.pop(producer_id, None)
+
     @staticmethod
     def _complete_group_txn(group: Group, producer_id: int, commit: bool) -> None:
         pending = group.pending_txn_offsets.pop(producer_id, {})

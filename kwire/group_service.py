@@ -153,10 +153,17 @@ class GroupService:
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
                                  member_id: str, group_instance_id: str | None,
                                  offsets: list[OffsetCommit]) -> list[ErrorCode]:
-        """TxnOffsetCommit: written now in a transactional batch, counted at the COMMIT marker."""
+        """TxnOffsetCommit: written now in a transactional batch, counted at the COMMIT marker.
+        Raises KafkaApiError when the batch could not be appended; the producer's pending offsets
+        of the group are dropped then (a later COMMIT of the same producer id must not install
+        offsets that were never written)."""
         self.check_owner(group_id)
-        return await self._call(lambda now: self.coordinator.txn_commit_offsets(
-            group_id, producer_id, producer_epoch, generation_id, member_id, group_instance_id, offsets, now))
+        try:
+            return await self._call(lambda now: self.coordinator.txn_commit_offsets(
+                group_id, producer_id, producer_epoch, generation_id, member_id, group_instance_id, offsets, now))
+        except KafkaApiError:
+            self.coordinator.discard_txn_offsets(group_id, producer_id)
+            raise
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
         """A marker of ``producer_id`` was appended to offsets partition ``partition``."""

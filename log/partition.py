@@ -478,8 +478,7 @@ class PartitionLog(ReplicaLog):
         when the partition is offline."""
         self.health.check_online()
         out = []
-        # ProducerStateManager has no iterator; read its table, copying what is returned
-        for pid, entry in sorted(self._producers._producers.items()):
+        for pid, entry in self._producers.entries():
             last = entry.batches[-1] if entry.batches else None
             timestamp = -1
             if last is not None and last.first_offset >= self.log_start_offset:

@@ -176,6 +176,10 @@ class ProducerStateManager:
     def __len__(self) -> int:
         return len(self._producers)
 
+    def entries(self) -> list[tuple[int, ProducerEntry]]:
+        """(producer id, entry) of every producer held, by producer id (entries are live: read only)."""
+        return sorted(self._producers.items())
+
     def get(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 

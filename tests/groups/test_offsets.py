@@ -185,3 +185,11 @@ def test_transactional_commit_checks_the_member_when_it_names_one():
     assert txn_commit(h, "g", 7, ("t", 0, 1), generation=joined.generation_id,
                       member=joined.member_id) == [E.NONE]
     assert txn_commit(h, "g", 8, ("t", 1, 1)) == [E.NONE]                # no member named: old clients
+
+
+def test_pending_offsets_whose_records_were_not_written_are_discarded():
+    h = Harness()
+    txn_commit(h, "g", 7, ("t", 0, 10))
+    h.c.discard_txn_offsets("g", 7)                                    # the append failed
+    h.apply(h.c.complete_txn(7, True, lambda g: True, h.now))
+    assert h.c.fetch_offsets("g", [("t", 0)], require_stable=True) == [("t", 0, -1, -1, "", E.NONE)]
