@@ -32,6 +32,7 @@ from run import (  # noqa: E402
     Broker,
     _combine,
     _fmt,
+    broker_heading,
     environment,
     log,
     run_in_child,
@@ -211,11 +212,7 @@ def ratios(results: dict) -> dict:
 
 
 def per_broker_table(bres: dict) -> str:
-    reps = {r.get("median_of") for r in bres["workloads"].values()} - {None}
-    med = f"  [median of {max(reps)} runs]" if reps else ""
-    lines = [f"== {bres['broker']} ==  (127.0.0.1:{bres.get('port')}){med}"]
-    if bres.get("error"):
-        lines.append(f"  ERROR: {bres['error']}")
+    lines = broker_heading(bres, "median")
     lines.append(f"  {'workload':<50} {'status':<6} {'result'}")
     for w, r in bres["workloads"].items():
         lines.append(f"  {'G' + w + ' ' + WORKLOADS[w]:<50} "

@@ -662,12 +662,18 @@ def ratios(results: dict) -> dict:
     return out
 
 
-def per_broker_table(bres: dict) -> str:
+def broker_heading(bres: dict, median: str = "per-metric median") -> list[str]:
+    """The first lines of a broker's table: name, address, repeats, start error (every bench)."""
     reps = {r.get("median_of") for r in bres["workloads"].values()} - {None}
-    med = f"  [per-metric median of {max(reps)} runs]" if reps else ""
+    med = f"  [{median} of {max(reps)} runs]" if reps else ""
     lines = [f"== {bres['broker']} ==  (127.0.0.1:{bres.get('port')}){med}"]
     if bres.get("error"):
         lines.append(f"  ERROR: {bres['error']}")
+    return lines
+
+
+def per_broker_table(bres: dict) -> str:
+    lines = broker_heading(bres)
     hdr = (f"  {'workload':<44} {'status':<6} {'rec/s':>11} {'MB/s':>8} "
            f"{'p50/p99/p99.9 ms':>22} {'elapsed s':>9} {'brk CPU s':>9} "
            f"{'cli CPU s':>9}")

@@ -58,6 +58,7 @@ from run import (  # noqa: E402
     KNOWN_BROKERS,
     _combine,
     _fmt,
+    broker_heading,
     environment,
     log,
     run_in_child,
@@ -586,11 +587,7 @@ def broker_ratios(bres: dict, runs: dict) -> dict:
 
 
 def per_broker_table(bres: dict) -> str:
-    reps = {r.get("median_of") for r in bres["workloads"].values()} - {None}
-    med = f"  [per-metric median of {max(reps)} runs]" if reps else ""
-    lines = [f"== {bres['broker']} ==  (127.0.0.1:{bres.get('port')}){med}"]
-    if bres.get("error"):
-        lines.append(f"  ERROR: {bres['error']}")
+    lines = broker_heading(bres)
     lines.append(f"  {'workload':<48} {'status':<6} {'rec/s':>9} "
                  f"{'MB/s':>7} {'elapsed s':>9} {'brk CPU s':>9} "
                  f"{'cli CPU s':>9}")

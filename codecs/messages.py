@@ -117,7 +117,8 @@ _SIMPLE = {"string": _STRING, "bytes": _BYTES, "records": _RECORDS, "uuid": _UUI
            "bitfield": _BITFIELD}
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (Kafka's flexible-version lengths and tags)."""
     if n < 0x80:
         return _UVARINT_1[n]
     out = bytearray()
@@ -213,7 +214,7 @@ def _response_plan(api_key: int, api_version: int) -> _Plan:
 
 def _length(n: int | None, flexible: bool, classic: struct.Struct) -> bytes:
     if flexible:
-        return b"\x00" if n is None else _uvarint(n + 1)
+        return b"\x00" if n is None else uvarint(n + 1)
     return classic.pack(-1 if n is None else n)
 
 
@@ -295,12 +296,12 @@ def _walk(plan: _Plan, values: dict, buf: bytearray, parts: list | None) -> None
         buf.append(0)
         return
     present = [t for t in plan.tagged if t[1] in values and values[t[1]] != t[2]]
-    buf += _uvarint(len(present))
+    buf += uvarint(len(present))
     for tag, name, _default_value, kind, arg in present:
         value = bytearray()
         _put(kind, arg, values[name], value, None, True)
-        buf += _uvarint(tag)
-        buf += _uvarint(len(value))
+        buf += uvarint(tag)
+        buf += uvarint(len(value))
         buf += value
 
 

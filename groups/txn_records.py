@@ -43,6 +43,10 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from kwire.codecs.errors import CorruptFrame
+from kwire.codecs.framing import read_uvarint
+from kwire.codecs.messages import uvarint
+
 KEY_VERSION = 0
 VALUE_VERSION = 0          # what ``encode_value`` writes unless told otherwise
 VALUE_VERSIONS = (0, 1)    # what ``decode_value`` reads
@@ -124,18 +128,9 @@ def _string(s: str) -> bytes:
     return INT16.pack(len(b)) + b
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact_string(s: str) -> bytes:
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return uvarint(len(b) + 1) + b
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -158,9 +153,9 @@ def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
         for topic, ids in [] if null else v.partitions:
             parts += [_string(topic), INT32.pack(len(ids)), *(INT32.pack(p) for p in ids)]
         return b"".join(head + parts + tail)
-    parts = [_uvarint(0)] if null else [_uvarint(len(v.partitions) + 1)]
+    parts = [uvarint(0)] if null else [uvarint(len(v.partitions) + 1)]
     for topic, ids in [] if null else v.partitions:
-        parts += [_compact_string(topic), _uvarint(len(ids) + 1), *(INT32.pack(p) for p in ids), _uvarint(0)]
+        parts += [_compact_string(topic), uvarint(len(ids) + 1), *(INT32.pack(p) for p in ids), uvarint(0)]
     tagged = []
     if v.previous_producer_id != -1:
         tagged.append((TAG_PREVIOUS_PRODUCER_ID, INT64.pack(v.previous_producer_id)))
@@ -168,9 +163,9 @@ def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
         tagged.append((TAG_NEXT_PRODUCER_ID, INT64.pack(v.next_producer_id)))
     if v.client_transaction_version != 0:
         tagged.append((TAG_CLIENT_TRANSACTION_VERSION, INT16.pack(v.client_transaction_version)))
-    tail.append(_uvarint(len(tagged)))
+    tail.append(uvarint(len(tagged)))
     for tag, data in tagged:
-        tail += [_uvarint(tag), _uvarint(len(data)), data]
+        tail += [uvarint(tag), uvarint(len(data)), data]
     return b"".join(head + parts + tail)
 
 
@@ -202,15 +197,11 @@ class _Reader:
         return INT64.unpack(self.take(8))[0]
 
     def uvarint(self) -> int:
-        n = shift = 0
-        while True:
-            b = self.take(1)[0]
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-            if shift > 28:      # Kafka's unsigned varints are 32-bit: at most 5 bytes
-                raise TxnRecordError(f"varint too long at byte {self.pos}")
+        try:
+            n, self.pos = read_uvarint(self.data, self.pos)
+        except CorruptFrame as exc:       # past the end, or longer than Kafka's 32-bit varints
+            raise TxnRecordError(f"{exc} at byte {self.pos}") from None
+        return n
 
     def _text(self, n: int) -> str:
         try:
