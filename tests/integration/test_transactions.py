@@ -190,3 +190,59 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     plain = Producer({"bootstrap.servers": b.bootstrap})
     send_all(plain, topic, values("fresh", 5))
     assert read(b.bootstrap, topic, committed=True, expect=5) == values("fresh", 5)
+
+
+def test_kill_9_during_a_stream_of_commits_keeps_every_transaction_whole(fresh_broker):
+    """A producer commits transactions of 10 records (5 per partition) back to back while the
+    broker is killed (-9) at some point of one of them: Produce, AddPartitionsToTxn or EndTxn.
+    After the restart every transaction whose commit returned is read whole, every transaction
+    read is whole (all 10 records or none), and only the one in flight may be added to them."""
+    import threading
+
+    b = fresh_broker()
+    topic, tid = name("stream"), name("tid")
+    create(b.bootstrap, topic, partitions=2)
+    committed: list[int] = []
+    stop = threading.Event()
+
+    def commits() -> None:
+        producer = txn_producer(b.bootstrap, tid, **{"transaction.timeout.ms": 5000, "message.timeout.ms": 4000})
+        i = 0
+        try:
+            while not stop.is_set():
+                producer.begin_transaction()
+                for j in range(10):
+                    producer.produce(topic, f"t{i}-{j}".encode(), partition=j % 2)
+                producer.commit_transaction(5)
+                committed.append(i)
+                i += 1
+        except KafkaException:
+            pass                                      # the broker died under it
+
+    worker = threading.Thread(target=commits, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while len(committed) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    b.kill()
+    stop.set()
+    worker.join(30)
+    acknowledged = list(committed)
+    b.start()
+    again = txn_producer(b.bootstrap, tid)           # fences the dead producer, ends its transaction
+    again.begin_transaction()
+    send_all(again, topic, [b"after"])
+    again.commit_transaction(30)
+    seen = [v.decode() for v in read(b.bootstrap, topic, committed=True, partitions=(0, 1), idle_s=3)]
+    by_txn: dict[int, int] = {}
+    for v in seen:
+        if v != "after":
+            by_txn[int(v[1:v.index("-")])] = by_txn.get(int(v[1:v.index("-")]), 0) + 1
+    lost = [i for i in acknowledged if by_txn.get(i) != 10]
+    torn = {i: n for i, n in by_txn.items() if n != 10}
+    extra = set(by_txn) - set(acknowledged)
+    print(f"\ncommitted {len(acknowledged)} transactions before the kill, read {len(by_txn)} "
+          f"({len(seen)} records), lost {len(lost)}, torn {len(torn)}, extra {sorted(extra)}")
+    assert "after" in seen
+    assert not lost and not torn
+    assert extra <= {len(acknowledged)}              # at most the one whose commit was in flight
