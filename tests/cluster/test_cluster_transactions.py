@@ -10,7 +10,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from kwire.groups.coordinator import partition_for
-from tests.integration.test_transactions import consume_transform_produce
+from tests.integration.test_transactions import commit_stream_through, consume_transform_produce
 from tests.support.counting import create_topic, partition_states, wait_for, wait_full_isrs
 
 TXN_TOPIC = "__transaction_state"
@@ -101,3 +101,17 @@ def test_kill_9_of_the_coordinator_mid_transaction_keeps_committed_and_drops_the
 
 def test_consume_transform_produce_is_exactly_once_on_the_cluster(cluster):
     consume_transform_produce(cluster.bootstrap, replication_factor=3)
+
+
+def test_kill_9_of_the_coordinator_during_a_stream_of_commits_keeps_every_transaction_whole(cluster):
+    topic, probe = "txn-stream", f"tid-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=2, rf=3, min_insync_replicas=2)
+    wait_full_isrs(cluster.zookeeper.connect, topic)
+    txn_producer(cluster.bootstrap, probe)           # creates __transaction_state
+    wait_full_isrs(cluster.zookeeper.connect, TXN_TOPIC)
+
+    def crash(transactional_id: str) -> str:
+        victim = coordinator_of(cluster, transactional_id)      # the stream's transaction coordinator
+        cluster.kill(victim)
+        return ",".join(cluster.broker(i).bootstrap for i in cluster.brokers if i != victim)
+    commit_stream_through(cluster.bootstrap, topic, crash)
