@@ -696,15 +696,22 @@ def per_broker_table(bres: dict) -> str:
                  f"process-tree peak {st.get('peak_tree_rss_mb_sampled')} MB; "
                  f"stopped by {st.get('stopped_by')} (exit "
                  f"{st.get('exit_code')})")
+    lines += failures_and_notes(bres, "workload ")
+    return "\n".join(lines)
+
+
+def failures_and_notes(bres: dict, label: str = "") -> list[str]:
+    """The last lines of a broker's table: each workload's failure and notes (every bench)."""
+    lines = []
     for w, r in bres["workloads"].items():
         if not r["ok"]:
             err = r.get("error")
             if bres.get("error") and err == bres["error"]:
                 err = "not run: broker did not start (see ERROR above)"
-            lines.append(f"  workload {w} FAILED: {err}")
+            lines.append(f"  {label}{w} FAILED: {err}")
         for n in r.get("notes", []):
-            lines.append(f"  workload {w} note: {n}")
-    return "\n".join(lines)
+            lines.append(f"  {label}{w} note: {n}")
+    return lines
 
 
 def comparison_table(results: dict, order: list[str]) -> str:

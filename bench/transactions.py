@@ -60,6 +60,7 @@ from run import (  # noqa: E402
     _fmt,
     broker_heading,
     environment,
+    failures_and_notes,
     log,
     run_in_child,
     start_broker,
@@ -629,14 +630,7 @@ def per_broker_table(bres: dict) -> str:
     st = bres.get("stop") or {}
     lines.append(f"  peak RSS (VmHWM) {st.get('peak_rss_mb')} MB; stopped by "
                  f"{st.get('stopped_by')} (exit {st.get('exit_code')})")
-    for w, r in bres["workloads"].items():
-        if not r["ok"]:
-            err = r.get("error")
-            if bres.get("error") and err == bres["error"]:
-                err = "not run: broker did not start (see ERROR above)"
-            lines.append(f"  {w} FAILED: {err}")
-        for n in r.get("notes", []):
-            lines.append(f"  {w} note: {n}")
+    lines += failures_and_notes(bres)
     for run, prof in (bres.get("py_spy") or {}).items():
         lines.append(f"  py-spy {run}: {prof.get('samples')} samples "
                      f"{prof.get('error') or ''}")
