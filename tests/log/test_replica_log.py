@@ -16,23 +16,6 @@ from kwire.log.partition import RECOVERY_POINT_INTERVAL_MS, PartitionLog
 LAST = 1 << 40          # max_offset for reads past the high watermark
 
 
-@pytest.fixture
-def open_named(tmp_path):
-    """open_named(name, recover=False, **config) -> PartitionLog in tmp_path/name."""
-    opened = []
-
-    def _open(name, *, recover=False, now_ms=0, **overrides):
-        log = PartitionLog.open(str(tmp_path / name), LogConfig(**overrides), now_ms=now_ms,
-                                recover=recover)
-        assert not log.offline, log.health.offline_reason
-        opened.append(log)
-        return log
-    yield _open
-    for log in opened:
-        for segment in log.segments:
-            segment.close()
-
-
 def fill(log, n, *, per_batch=3, first=0, ts0=1_000, **batch):
     for i in range(first, first + n):
         values = [b"%d-%d-" % (i, j) + b"x" * 20 for j in range(per_batch)]

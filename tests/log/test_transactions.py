@@ -16,28 +16,10 @@ from logkit import build_batch
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
-from kwire.log.config import LogConfig
 from kwire.log.partition import PRODUCER_STATE_SEGMENTS, PartitionLog
 
 LAST = 1 << 40
 SMALL = {"segment_bytes": 400, "index_interval_bytes": 0}
-
-
-@pytest.fixture
-def open_named(tmp_path):
-    """open_named(name, recover=False, **config) -> PartitionLog in tmp_path/name."""
-    opened = []
-
-    def _open(name="t-0", *, recover=False, **overrides):
-        log = PartitionLog.open(str(tmp_path / name), LogConfig(**overrides), now_ms=0,
-                                recover=recover)
-        assert not log.offline, log.health.offline_reason
-        opened.append(log)
-        return log
-    yield _open
-    for log in opened:
-        for segment in log.segments:
-            segment.close()
 
 
 def txn(log, pid, seq, n=2, *, epoch=0, value=b"v"):
