@@ -465,6 +465,10 @@ class PartitionLog(ReplicaLog):
             return hw
         return min(max(unstable, self.log_start_offset), hw)
 
+    def has_open_transaction(self, producer_id: int) -> bool:
+        """Whether ``producer_id`` has a transaction open in this partition (no copy: Produce asks)."""
+        return producer_id in self._producers.ongoing
+
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its transaction open in this partition (a copy)."""
         return dict(self._producers.ongoing)

@@ -79,7 +79,7 @@ async def verify_first_transactional_write(ctx, request, topic_name: str, data) 
         header = records.read_header(data.records, whole=False)
     except KafkaApiError:
         return None                      # the append's validation answers it
-    if not header.is_transactional or header.producer_id in plog.ongoing_transactions():
+    if not header.is_transactional or plog.has_open_transaction(header.producer_id):
         return None
     code = await verify_in_transaction(ctx, request.transactional_id, header.producer_id,
                                        header.producer_epoch, (topic_name, data.index))
