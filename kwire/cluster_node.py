@@ -306,13 +306,17 @@ class ClusterNode:
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str], assignment=None, *, wait_s: float = 10.0) -> None:
         """Write a new topic to ZooKeeper and wait (up to ``wait_s``) until every partition has
-        a leader here.  Raises KafkaApiError(TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR)."""
+        a leader here.  Raises KafkaApiError(TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR,
+        REQUEST_TIMED_OUT when ZooKeeper cannot be written now)."""
         import uuid
         brokers = {i: b.rack for i, b in self.snapshot.brokers.items()}
         if assignment is None:
             assignment = assign_replicas(brokers, partitions, replication_factor)
         topic_id = uuid.uuid4()
-        created = await blocking.run_detached(self.zk.create_topic, name, assignment, configs, topic_id)
+        try:
+            created = await blocking.run_detached(self.zk.create_topic, name, assignment, configs, topic_id)
+        except ZooKeeperUnavailable as exc:     # e.g. reconnecting after a partition: retriable
+            raise KafkaApiError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
         if not created:
             raise KafkaApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         await self.wait_for(lambda s: all(s.states.get((name, p)) is not None and

@@ -305,6 +305,16 @@ class ClusterProcess:
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}\n{self.log_tails()}") from None
 
+    def error_lines(self, limit: int = 40) -> str:
+        """Each broker's last ``limit`` log lines that report an error (ERROR, WARNING, a
+        traceback), for a failed test's report."""
+        marks = ("ERROR", "WARNING", "Traceback", "Error", "Exception", "  File ")
+        parts = []
+        for i, b in self.brokers.items():
+            lines = [line for line in b.log_text()[-400_000:].splitlines() if any(m in line for m in marks)]
+            parts.append(f"--- broker {i} ---\n" + "\n".join(lines[-limit:]))
+        return "\n".join(parts)
+
     def log_tails(self, lines: int = 15) -> str:
         """The end of each broker's log and ZooKeeper's, for an assertion message."""
         parts = [f"--- broker {i} ({'alive' if b.alive() else 'down'}) ---\n{b.log_tail(lines)}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -36,7 +37,7 @@ import tempfile
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
-__all__ = ["BrokerProcess", "BrokerStartError", "broker_process", "free_port", "wait_port"]
+__all__ = ["BrokerProcess", "BrokerStartError", "broker_process", "free_port", "free_port_run", "wait_port"]
 
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
@@ -50,6 +51,30 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_port_run(count: int, host: str = "127.0.0.1") -> int:
+    """The first of ``count`` consecutive TCP ports nothing listens on right now, for a program
+    that numbers its listeners from a base port (``kwire dev-cluster --base-port``).  The run is
+    taken below the kernel's ephemeral range, so an outgoing connection cannot be handed one of
+    its ports between this check and the program's bind (the OS's port-0 choice can)."""
+    low, _high = 32768, 60999
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, _high = (int(x) for x in f.read().split())
+    start, stop = 10000, max(10000 + count, low - count)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        base = rng.randrange(start, stop)
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(base, base + count):
+                    s = held.enter_context(socket.socket())
+                    s.bind((host, port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no run of {count} free ports below {low}")
 
 
 def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen | None = None,

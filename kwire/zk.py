@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from kwire.admin import zk_layout as layout
@@ -267,7 +267,15 @@ class ZooKeeperClient:
             return None
 
     def create_topic(self, name: str, assignment, configs: dict[str, str], topic_id) -> bool:
-        """Write /config/topics/<t> then /brokers/topics/<t> (Kafka's order); False if it exists."""
+        """Write /config/topics/<t> then /brokers/topics/<t> (Kafka's order); False if it exists.
+        Raises ZooKeeperUnavailable when the session is lost or reconnecting (nothing or only
+        the config znode written: a retry finishes the job)."""
+        try:
+            return self._create_topic(name, assignment, configs, topic_id)
+        except (KazooException, KazooTimeoutError) as exc:
+            raise ZooKeeperUnavailable(f"creating topic {name}: {type(exc).__name__} {exc}") from None
+
+    def _create_topic(self, name: str, assignment, configs: dict[str, str], topic_id) -> bool:
         if self.client.exists(layout.topic_path(name)):
             return False
         self.client.ensure_path(layout.CONFIG_TOPICS)

@@ -19,6 +19,19 @@ from kwire.zookeeper_process import zookeeper_available
 from tests.support.proxy import TcpProxy
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed cluster test's report gets the brokers' ERROR and traceback lines: CI shows
+    only pytest's output, and the broker logs are gone with the test's directory."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, ClusterProcess):
+            report.sections.append((f"broker errors ({name})", value.error_lines()))
+
+
 def require_zookeeper() -> None:
     available, why = zookeeper_available()
     if not available:

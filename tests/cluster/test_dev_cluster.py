@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from kwire.testing_process import free_port
+from kwire.testing_process import free_port_run
 from kwire.zookeeper_process import zookeeper_available
 
 available, why = zookeeper_available()
@@ -25,9 +25,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def test_dev_cluster_serves_kafka_python_and_aiokafka_and_stops_on_ctrl_c(tmp_path):
-    base = free_port()
-    while free_port() == base + 1:
-        pass
+    base = free_port_run(2)
     proc = subprocess.Popen([sys.executable, "-m", "kwire", "dev-cluster", "--brokers", "2", "--base-port", str(base),
                              "--data-dir", str(tmp_path), "--override", "zookeeper.session.timeout.ms=6000",
                              "--override", "group.initial.rebalance.delay.ms=0",

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 
 from kwire import zookeeper_process
 from kwire.testing_cluster import send_request
-from kwire.testing_process import free_port
+from kwire.testing_process import free_port, free_port_run
 from kwire.zookeeper_process import ZooKeeperProcess, ZooKeeperStartError, zookeeper_available
 
 available, why = zookeeper_available()
@@ -132,7 +132,7 @@ def gone(pid: int) -> bool:
 
 
 def test_dev_cluster_prints_addresses_and_ctrl_c_stops_every_process(tmp_path):
-    base, zk_port = free_port(), free_port()
+    base, zk_port = free_port_run(2), free_port()
     # its own process group, so a Ctrl-C can be sent the way a terminal does: to the whole group
     proc = subprocess.Popen([sys.executable, "-m", "kwire", "dev-cluster", "--brokers", "2",
                              "--base-port", str(base), "--zookeeper-port", str(zk_port),
