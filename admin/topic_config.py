@@ -225,6 +225,10 @@ def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         min_insync_replicas=get("min.insync.replicas"),
         writeback_interval_bytes=broker.values.get("log.writeback.interval.bytes", LogConfig.writeback_interval_bytes),
         page_cache_keep_bytes=broker.values.get("log.page.cache.keep.bytes", LogConfig.page_cache_keep_bytes),
+        delete_retention_ms=get("delete.retention.ms"),
+        min_cleanable_dirty_ratio=get("min.cleanable.dirty.ratio"),
+        min_compaction_lag_ms=get("min.compaction.lag.ms"),
+        max_compaction_lag_ms=get("max.compaction.lag.ms"),
     )
 
 

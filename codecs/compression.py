@@ -214,3 +214,23 @@ def _zstd_bound(data) -> int:
     if position != len(data):
         raise _Corrupt("zstd frame cut short")
     return bound
+
+
+def compress(codec: int, data) -> bytes:
+    """``data`` compressed as a batch payload of ``codec`` (1-4), in the framing every client
+    reads: gzip, snappy in xerial framing (Java's and librdkafka's), the LZ4 frame format,
+    a zstd frame.  Used when the broker rewrites a batch (the log cleaner)."""
+    data = bytes(data)
+    if codec == GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == SNAPPY:
+        out = bytearray(_XERIAL_MAGIC + _I32.pack(1) + _I32.pack(1))
+        for start in range(0, len(data) or 1, 32 << 10):      # xerial's 32 KiB blocks
+            block = bytes(cramjam.snappy.compress_raw(data[start:start + (32 << 10)]))
+            out += _I32.pack(len(block)) + block
+        return bytes(out)
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"no compression codec {codec}")

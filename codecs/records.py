@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import crc32c
 
@@ -504,3 +504,74 @@ def record_timestamps(buf, header: BatchHeader) -> Iterator[tuple[int, int]]:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"undecodable records in batch at position {header.position}: {exc}"
                             ) from None
+
+
+# -- the log cleaner's view of a batch: records with their keys, and a batch rebuilt from some --
+
+class RecordSpan(NamedTuple):
+    """One record of a decoded batch payload: its offset delta, key (None for a null key),
+    whether its value is null (a tombstone), and where its bytes lie in the payload."""
+    offset_delta: int
+    key: bytes | None
+    null_value: bool
+    start: int
+    end: int
+
+
+def batch_records(buf, header: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
+    """The batch's records payload (decompressed) and its records, keys included.
+
+    Raises KafkaApiError(CORRUPT_MESSAGE) if the records cannot be decoded.
+    """
+    start = header.position + HEADER_SIZE
+    body = bytes(memoryview(buf)[start:header.position + header.size])
+    spans = []
+    try:
+        if header.compression:
+            body = compression.decompress(header.compression, body, compression.DECOMPRESSED_CAP)
+        position = 0
+        for _ in range(header.record_count):
+            length, at = _read_varint(body, position)
+            end = at + length
+            if length < 0 or end > len(body):
+                raise ValueError(f"record of {length} bytes")
+            _ts_delta, at = _read_varint(body, at + 1)       # after attributes
+            offset_delta, at = _read_varint(body, at)
+            key_length, at = _read_varint(body, at)
+            key = None
+            if key_length >= 0:
+                key = body[at:at + key_length]
+                at += key_length
+            value_length, at = _read_varint(body, at)
+            spans.append(RecordSpan(offset_delta, key, value_length < 0, position, end))
+            position = end
+    except (ValueError, IndexError, KafkaApiError) as exc:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
+                            f"undecodable records in batch at offset {header.base_offset}: "
+                            f"{getattr(exc, 'message', exc)}") from None
+    return body, spans
+
+
+def rebuild_batch(buf, header: BatchHeader, body: bytes, kept: list[RecordSpan]) -> bytes:
+    """The batch at ``header.position`` of ``buf`` holding only the records ``kept`` (spans of
+    ``body``, from ``batch_records``), as Kafka's cleaner writes it: base offset, last offset
+    delta, partition leader epoch, producer id/epoch/base sequence and both timestamps kept
+    (so record deltas and sequences stay valid), the same codec, a new length and CRC.  With
+    nothing kept, the empty batch Kafka keeps for a producer's last sequence (no records,
+    no compression).  Never raises for a batch ``batch_records`` decoded."""
+    attributes = header.attributes
+    if kept:
+        payload = b"".join(body[r.start:r.end] for r in kept)
+        if header.compression:
+            payload = compression.compress(header.compression, payload)
+    else:
+        payload = b""
+        attributes &= ~COMPRESSION_MASK
+    size = HEADER_SIZE + len(payload)
+    batch = bytearray(HEADER.pack(header.base_offset, size - LOG_OVERHEAD, header.partition_leader_epoch,
+                                  2, 0, attributes, header.last_offset_delta, header.base_timestamp,
+                                  header.max_timestamp, header.producer_id, header.producer_epoch,
+                                  header.base_sequence, len(kept)))
+    batch += payload
+    _U32.pack_into(batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)

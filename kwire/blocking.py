@@ -46,6 +46,18 @@ async def run_blocking(fn: Callable[..., T], *args, abandon_on_cancel: bool = Fa
         return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=False)
 
 
+async def run_stoppable(fn: Callable[..., T], *args, stop) -> T:
+    """Run long file work (the log cleaner's clean) in a worker thread; a cancelled caller
+    sets ``stop`` (a ``threading.Event`` the work polls) and returns at once.  Only for
+    work on files of its own whose every intermediate state is one a crash could leave and
+    the next start repairs (kwire.log.cleaner)."""
+    try:
+        return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+    except trio.Cancelled:
+        stop.set()
+        raise
+
+
 async def run_detached(fn: Callable[..., T], *args) -> T:
     """Run a call to an external service (ZooKeeper through kazoo) in a worker thread.
 

@@ -12,6 +12,7 @@ from kwire.codecs.errors import KafkaApiError
 from kwire.log.manager import LogManager
 
 from .blocking import run_blocking
+from .cleaner_service import CleanerService
 from .clock import Clock, WallClock
 from .group_service import GroupService
 from .txn_service import TransactionService
@@ -40,6 +41,7 @@ class Broker:
         self.connections = 0
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
+        self.cleaner = CleanerService(config, self.logs, self.clock)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set
         if config.value_of("zookeeper.connect"):
             from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode

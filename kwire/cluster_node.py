@@ -333,7 +333,9 @@ class ClusterNode:
         rf = min(config.offsets_topic_replication_factor, len(self.snapshot.brokers))
         try:
             await self.create_topic(name, config.offsets_topic_num_partitions, rf,
-                                    {"cleanup.policy": "compact"}, wait_s=5.0)
+                                    {"cleanup.policy": "compact",
+                                     "segment.bytes": str(config.value_of("offsets.topic.segment.bytes"))},
+                                    wait_s=5.0)
         except KafkaApiError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise

@@ -46,7 +46,8 @@ def records_to_end(plog):
             batch = records.next_batch()
             for record in batch:
                 yield batch, record
-                offset = record.offset + 1
+            # the batch's end, not its last record's: the log cleaner may have emptied it
+            offset = batch.base_offset + batch.last_offset_delta + 1
 
 
 class _Waiter:
@@ -219,7 +220,9 @@ class GroupService:
                 raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
         if topic is None:
             topic = await create_topic(self.logs, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                                       {"cleanup.policy": "compact"}, now_ms=self.clock.now_ms(),
+                                       {"cleanup.policy": "compact",
+                                        "segment.bytes": str(self.config.value_of("offsets.topic.segment.bytes"))},
+                                       now_ms=self.clock.now_ms(),
                                        internal=True, exist_ok=True)
         return topic
 

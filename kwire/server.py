@@ -398,6 +398,7 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
                 serve_listeners, functools.partial(handle_connection, broker, limits=limits), listeners,
                 handler_nursery=nursery, open_connections=lambda: broker.connections))
             await nursery.start(broker.run_housekeeping)
+            await nursery.start(broker.cleaner.run)
             await nursery.start(broker.groups.run_timers)
             await nursery.start(broker.transactions.run_timers)
             logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,

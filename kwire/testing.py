@@ -139,6 +139,7 @@ class EmbeddedBroker:
 
     async def _main(self, broker: Broker) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        self.broker = broker          # for white-box checks; touch it only through run_sync
         with trio.CancelScope() as scope:
             self._cancel = scope
             async with trio.open_nursery() as nursery:

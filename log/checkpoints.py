@@ -24,6 +24,11 @@ per log dir; here one per partition, with the segment and file position)::
     0                   version
     150 100 4096        recovery point offset, base offset of its segment, file position
 
+``cleaner-offset-checkpoint`` (compacted logs; Kafka keeps one per log dir)::
+
+    0                   version
+    150                 first dirty offset: the log cleaner has cleaned everything below
+
 The recovery point is the offset up to which the log was flushed (fsynced)
 after being validated on append: an unclean start checks batches only from
 there on, so damage at rest below it is never a reason to cut later data.
@@ -46,6 +51,7 @@ LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 RECOVERY_POINT_FILE = "recovery-point-checkpoint"
 HIGH_WATERMARK_FILE = "high-watermark-checkpoint"
+CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -135,6 +141,17 @@ def read_log_start_offset(directory: str) -> int | None:
 
 def write_log_start_offset(directory: str, offset: int) -> None:
     write_atomically(os.path.join(directory, LOG_START_OFFSET_FILE), f"{VERSION}\n{offset}\n")
+
+
+def read_cleaner_offset(directory: str) -> int | None:
+    """The log cleaner's first dirty offset (where its last clean ended), or None if the log
+    was never cleaned.  Raises CheckpointError if the file is malformed."""
+    return _read_offset(os.path.join(directory, CLEANER_OFFSET_FILE))
+
+
+def write_cleaner_offset(directory: str, offset: int) -> None:
+    """Replace the cleaner checkpoint.  Raises OSError."""
+    write_atomically(os.path.join(directory, CLEANER_OFFSET_FILE), f"{VERSION}\n{offset}\n")
 
 
 def read_high_watermark(directory: str) -> int | None:

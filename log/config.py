@@ -21,3 +21,19 @@ class LogConfig:
     min_insync_replicas: int = 1             # min.insync.replicas (acks=all in a cluster)
     writeback_interval_bytes: int = 8388608  # log.writeback.interval.bytes (broker only, kwire)
     page_cache_keep_bytes: int = 67108864    # log.page.cache.keep.bytes (broker only, kwire)
+    delete_retention_ms: int = 86400000      # delete.retention.ms: how long tombstones stay
+    min_cleanable_dirty_ratio: float = 0.5   # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0           # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 9223372036854775807  # max.compaction.lag.ms
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def roll_ms(self) -> int:
+        """segment.ms, or max.compaction.lag.ms when smaller on a compacted topic (Kafka's
+        LogConfig.maxSegmentMs): the active segment is never cleaned, so it must roll."""
+        if self.compacted and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms

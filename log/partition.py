@@ -56,7 +56,7 @@ from typing import NamedTuple
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from . import checkpoints, recovery
+from . import checkpoints, cleaner, recovery
 from .config import LogConfig
 from .health import StorageHealth
 from .producer_state import PendingAppend, ProducerStateManager, SnapshotCorrupt
@@ -152,6 +152,7 @@ class PartitionLog(ReplicaLog):
         start = checkpoints.read_log_start_offset(path)
         self._checkpointed_hw = checkpoints.read_high_watermark(path)
         self._epochs.load()
+        cleaner.complete_swaps(path)          # a clean interrupted by a crash
         bases = recovery.segment_bases(path)
         if not bases:
             self.segments = [LogSegment.create(path, start or 0, now_ms=now_ms,
@@ -353,7 +354,7 @@ class PartitionLog(ReplicaLog):
             waited = now_ms - active.created_ms
         if (active.size + size > self.config.segment_bytes
                 or active.size + size > INT32_MAX
-                or waited > self.config.segment_ms
+                or waited > self.config.roll_ms
                 or last_offset - active.base_offset > INT32_MAX):
             return self._roll(now_ms)
         return active
@@ -763,6 +764,65 @@ class PartitionLog(ReplicaLog):
         for segment in doomed:
             segment.delete()
         return len(doomed)
+
+    # -- the log cleaner (kwire.log.cleaner) -------------------------------
+
+    @property
+    def truncations(self) -> int:
+        """Changes whenever a truncation moves the log end back (a clean planned before is stale)."""
+        return self._truncations
+
+    def producer_entries(self):
+        """(producer id, entry) of every producer this log remembers (read only)."""
+        return self._producers.entries()
+
+    def replace_segments(self, groups: list[tuple[list[LogSegment], LogSegment]], truncations: int,
+                         pause=lambda: None) -> bool:
+        """Swap the log cleaner's ``.swap`` segments in for the segments they replace (each
+        pair: the old segments, in order, and their cleaned copy): the old files are unlinked
+        (readers keep their descriptors), the cleaned files renamed live, the segment list
+        replaced in one assignment.  Owner thread, no await: a fetch never sees half of it.
+
+        Returns False, changing nothing, if the log changed meanwhile (truncated, offline,
+        an old segment deleted by retention) or a truncation or scrub holds the files (try
+        again later).  ``pause`` is the cleaner's fault-injection point.  Raises OSError
+        (a rename failed: the files are as a crash would leave them, which the next open
+        completes; the partition is taken offline).
+        """
+        if self.health.offline or truncations != self._truncations:
+            return False
+        if not self._files_lock.acquire(blocking=False):
+            return False
+        try:
+            segments = self.segments
+            old = [s for group, _new in groups for s in group]
+            try:
+                first = segments.index(old[0])
+            except ValueError:
+                return False
+            if segments[first:first + len(old)] != old or first + len(old) >= len(segments):
+                return False
+            try:
+                for group, new in groups:
+                    for segment in group:
+                        if segment.base_offset != new.base_offset:
+                            segment.delete()
+                pause()
+                for group, new in groups:
+                    new.rename("")
+                    cleaner.swap_done(new)
+            except OSError as exc:
+                self.health.take_offline(f"the log cleaner's swap failed: {exc}; restart to "
+                                         "complete it")
+                raise
+            with self._lock:
+                self.segments = segments[:first] + [new for _g, new in groups] + segments[first + len(old):]
+                self._unflushed_segments = [s for s in self._unflushed_segments if s not in old]
+            for segment in old:
+                segment.close()
+            return True
+        finally:
+            self._files_lock.release()
 
     # -- introspection ----------------------------------------------------
 

@@ -92,7 +92,9 @@ def open_recovering(path: str, config: LogConfig, bases: list[int], now_ms: int,
         if cut:
             logger.warning("%s: cut %d bytes at file position %d (kept in %s.corrupt-%d)",
                            segment.log_path, cut, segment.size, segment.log_path, now_ms)
-        if i + 1 < len(probe) and segment.next_offset != probe[i + 1].base_offset:
+        # a cut (or an overlap) makes the later segments unreachable; a gap does not: the log
+        # cleaner leaves gaps where it dropped a segment's last batches
+        if i + 1 < len(probe) and (cut or segment.next_offset > probe[i + 1].base_offset):
             for later in probe[i + 1:]:       # unreachable past the cut: keep as evidence
                 os.replace(later.log_path, f"{later.log_path}.corrupt-{now_ms}")
                 later.delete()

@@ -20,8 +20,8 @@ Follower operations:
   framing, magic and CRC only: a leader's batch may be LogAppendTime or a
   control batch, which Produce validation rejects.  A trailing partial batch
   (the leader cut the response at its byte limit) is left for the next fetch.
-  The first batch must start at the log end offset and batches must be
-  contiguous (kwire logs have no gaps: no compaction); Kafka raises
+  The first batch must start at or after the log end offset and batches must
+  ascend (gaps are where a leader's log cleaner dropped batches); Kafka raises
   UnexpectedAppendOffsetException, not a protocol error, so kwire answers
   UNKNOWN_SERVER_ERROR and the fetcher truncates again.  Batches of an epoch
   newer than the cache's latest start it there; producer state is replayed
@@ -134,8 +134,8 @@ class ReplicaLog:
 
         Leaves high_watermark and leader_epoch alone.  Raises KafkaApiError:
         CORRUPT_MESSAGE (a whole batch fails framing, magic 2 or CRC checks, or a control
-        batch's record cannot be decoded; nothing appended), UNKNOWN_SERVER_ERROR (first batch
-        not at log_end_offset or batches not contiguous: Kafka's
+        batch's record cannot be decoded; nothing appended), UNKNOWN_SERVER_ERROR (a batch
+        below log_end_offset or batches going backwards: Kafka's
         UnexpectedAppendOffsetException; nothing appended),
         KAFKA_STORAGE_ERROR (write failed and was undone, or the partition is offline; the
         leader-epoch checkpoint failing after the write takes it offline).  Never fsyncs
@@ -177,10 +177,12 @@ class ReplicaLog:
                                 f"{self.path}: fetched batch at byte {valid} of {len(data)}: {why}")
         expected = self.log_end_offset
         for header in headers:
-            if header.base_offset != expected:
+            # a gap is fine: the leader's cleaner may have dropped whole batches
+            if header.base_offset < expected:
                 raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, (
                     f"{self.path}: fetched batch starts at offset {header.base_offset}, expected "
-                    f"{expected} (log end offset {self.log_end_offset}); unexpected append offset"))
+                    f"{expected} or later (log end offset {self.log_end_offset}); unexpected "
+                    f"append offset"))
             expected = header.next_offset
         return headers, valid
 

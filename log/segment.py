@@ -93,14 +93,10 @@ class LogSegment:
     """A segment file and its indexes.  Not thread-safe except ``flush`` vs. the rest."""
 
     def __init__(self, directory: str, base_offset: int, *, created_ms: int,
-                 index_interval: int = 4096):
-        stem = os.path.join(directory, segment_name(base_offset))
+                 index_interval: int = 4096, suffix: str = ""):
         self.base_offset = base_offset
-        self.log_path = stem + ".log"
-        self.offset_index = OffsetIndex(stem + ".index")
-        self.time_index = TimeIndex(stem + ".timeindex")
-        self.txn_index = TransactionIndex(stem + ".txnindex")
-        self.snapshot_path = stem + ".txnsnapshot"
+        self.suffix = suffix          # "" live; ".cleaned" / ".swap" while the cleaner swaps it in
+        self._set_paths(directory, suffix)
         self._snapshot_unsynced = False
         # set by recovery (and a damaged .txnindex): the partition's producer-state rebuild
         # must rewrite the transaction index from the batches
@@ -121,13 +117,52 @@ class LogSegment:
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r}, size={self.size}, next_offset={self.next_offset})"
 
+    def _set_paths(self, directory: str, suffix: str) -> None:
+        stem = os.path.join(directory, segment_name(self.base_offset))
+        if not hasattr(self, "offset_index"):
+            self.offset_index = OffsetIndex(stem + ".index" + suffix)
+            self.time_index = TimeIndex(stem + ".timeindex" + suffix)
+            self.txn_index = TransactionIndex(stem + ".txnindex" + suffix)
+        self.log_path = stem + ".log" + suffix
+        self.offset_index.path = stem + ".index" + suffix
+        self.time_index.path = stem + ".timeindex" + suffix
+        self.txn_index.path = stem + ".txnindex" + suffix
+        self.snapshot_path = stem + ".txnsnapshot" + suffix
+        self.suffix = suffix
+
+    def index_paths(self) -> list[str]:
+        """The three index files' paths (the ``.log`` is ``log_path``; the snapshot apart)."""
+        return [self.offset_index.path, self.time_index.path, self.txn_index.path]
+
+    def rename(self, suffix: str) -> None:
+        """Rename the segment's ``.log`` and index files to carry ``suffix`` instead of the
+        current one (the ``.log`` last, so a ``.log`` with the new suffix means every index
+        has it too), keeping the open descriptors.  A stale snapshot file under the new name
+        is removed.  Not durable until the directory is fsynced.  Raises OSError."""
+        directory = os.path.dirname(self.log_path)
+        stem = os.path.join(directory, segment_name(self.base_offset))
+        names = [(self.offset_index.path, stem + ".index" + suffix),
+                 (self.time_index.path, stem + ".timeindex" + suffix),
+                 (self.txn_index.path, stem + ".txnindex" + suffix),
+                 (self.log_path, stem + ".log" + suffix)]
+        _unlink_quietly(stem + ".txnsnapshot" + suffix)
+        for old, new in names:
+            try:
+                os.replace(old, new)
+            except FileNotFoundError:
+                if old != self.txn_index.path:     # a transaction index exists only once needed
+                    raise
+                _unlink_quietly(new)
+        self._set_paths(directory, suffix)
+
     # -- opening ----------------------------------------------------------
 
     @classmethod
     def create(cls, directory: str, base_offset: int, *, now_ms: int,
-               index_interval: int) -> LogSegment:
+               index_interval: int, suffix: str = "") -> LogSegment:
         """A new empty segment (files created, truncated or removed if left over)."""
-        segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval)
+        segment = cls(directory, base_offset, created_ms=now_ms, index_interval=index_interval,
+                      suffix=suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.txn_index.reset()
