@@ -150,10 +150,12 @@ def plan(log: PartitionLog, checkpoint: int | None, now_ms: int) -> CleanPlan | 
         if first_ts is None or first_ts < 0:
             first_ts = dirty[0].created_ms
         overdue = now_ms - first_ts > config.max_compaction_lag_ms
-    last_batches = {pid: entry.batches[-1].last_offset
-                    for pid, entry in log.producer_entries() if entry.batches}
-    return CleanPlan(log, chosen, first_dirty, bound, dirty_bytes, total, overdue,
-                     last_batches, log.truncations, now_ms)
+    result = CleanPlan(log, chosen, first_dirty, bound, dirty_bytes, total, overdue, {},
+                       log.truncations, now_ms)
+    if result.due:                      # only a clean needs them: skip the work otherwise
+        result.last_batches = {pid: entry.batches[-1].last_offset
+                               for pid, entry in log.producer_entries() if entry.batches}
+    return result
 
 
 # -- step 2: the clean --------------------------------------------------------------------

@@ -189,6 +189,43 @@ def test_aborted_transactions_are_removed_and_their_markers_later(open_log):
     assert values == [(b"a", b"committed")]
 
 
+def control_batches(log) -> list[tuple[int, int]]:
+    """(offset, control type) of every marker in the log."""
+    data = log.read(log.log_start_offset, 1 << 20, max_offset=log.log_end_offset)
+    return [(h.base_offset, records.control_type(data, h)) for h in records.iter_batches(data) if h.is_control]
+
+
+def test_abort_markers_go_a_pass_after_their_data_and_commit_markers_stay_with_theirs(open_log):
+    log = open_log(**COMPACT, delete_retention_ms=1000)
+    for i, commit in enumerate([True, False, True]):        # the producer goes on after the abort
+        log.append(keyed_batch([(b"t%d" % i, b"txn")], producer_id=7, producer_epoch=0, base_sequence=i,
+                               transactional=True), now_ms=NOW)
+        log.append_control(7, 0, commit, 0, now_ms=NOW)
+    fill(log, rounds=2)
+    markers = control_batches(log)
+    assert [kind for _o, kind in markers] == [records.CONTROL_COMMIT, records.CONTROL_ABORT,
+                                              records.CONTROL_COMMIT]
+    first = clean_once(log, now=NOW + 5000)
+    assert control_batches(log) == markers                   # the abort's data went in this pass
+    assert not [e for e in read_all(log) if e[1] == b"t1"]
+    log.append(keyed_batch([(b"tail", b"more")]), now_ms=NOW)
+    clean_once(log, checkpoint=first.end_offset, now=NOW + 5000)
+    assert control_batches(log) == [markers[0], markers[2]]  # the commits' records are still there
+    assert [v for _o, k, v in read_all(log) if k in (b"t0", b"t2")] == [b"txn", b"txn"]
+
+
+def test_the_io_throttle_slows_a_clean_down(open_log):
+    log = open_log(**COMPACT)
+    fill(log, rounds=10)
+    plan = cleaner.plan(log, None, NOW)
+    lim = CleanerLimits(max_entries=1000, throttle=Throttler(20_000), pause_at=None)
+    result = cleaner.clean(plan, lim)
+    moved = result.read_bytes + result.written_bytes
+    assert moved > 2_000
+    assert result.seconds >= 0.8 * moved / 20_000
+    cleaner.discard(result)
+
+
 def test_a_producers_last_batch_is_kept_for_its_sequence(open_log):
     log = open_log(**COMPACT)
     log.append(keyed_batch([(b"p", b"1")], producer_id=9, producer_epoch=0, base_sequence=0), now_ms=NOW)
