@@ -478,16 +478,21 @@ def _read_varint(data: bytes, position: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
+def _payload(buf, header: BatchHeader) -> bytes:
+    """The records of the batch at ``header.position``, decompressed.  Raises KafkaApiError."""
+    body = bytes(memoryview(buf)[header.position + HEADER_SIZE:header.position + header.size])
+    if header.compression:
+        body = compression.decompress(header.compression, body, compression.DECOMPRESSED_CAP)
+    return body
+
+
 def record_timestamps(buf, header: BatchHeader) -> Iterator[tuple[int, int]]:
     """Yield (offset, timestamp) of every record of the batch, decompressing if needed.
 
     Raises KafkaApiError(CORRUPT_MESSAGE) if the records cannot be decoded.
     """
-    start = header.position + HEADER_SIZE
-    body = bytes(memoryview(buf)[start:header.position + header.size])
     try:
-        if header.compression:
-            body = compression.decompress(header.compression, body, compression.DECOMPRESSED_CAP)
+        body = _payload(buf, header)
         position = 0
         for _ in range(header.record_count):
             length, position = _read_varint(body, position)
@@ -523,12 +528,9 @@ def batch_records(buf, header: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
 
     Raises KafkaApiError(CORRUPT_MESSAGE) if the records cannot be decoded.
     """
-    start = header.position + HEADER_SIZE
-    body = bytes(memoryview(buf)[start:header.position + header.size])
     spans = []
     try:
-        if header.compression:
-            body = compression.decompress(header.compression, body, compression.DECOMPRESSED_CAP)
+        body = _payload(buf, header)
         position = 0
         for _ in range(header.record_count):
             length, at = _read_varint(body, position)

@@ -73,7 +73,7 @@ from typing import Any
 from kwire.codecs import records
 from kwire.codecs.records import BatchHeader
 
-from . import checkpoints
+from . import checkpoints, recovery
 from .segment import LogSegment, segment_name
 
 # a kwire.log.partition.PartitionLog (not imported: the partition imports this module)
@@ -504,7 +504,7 @@ def complete_swaps(path: str) -> None:
             end = _next_offset_of(stem + ".log.swap", base)
         logger.warning("%s: completing the log cleaner's swap of offsets [%d, %d) after a crash",
                        path, base, end)
-        for other in _bases(path):
+        for other in recovery.segment_bases(path):
             if base < other < end:
                 for ext in _LIVE:
                     _unlink(os.path.join(path, segment_name(other) + ext))
@@ -520,15 +520,6 @@ def complete_swaps(path: str) -> None:
             _unlink(os.path.join(path, name))
     if swaps:
         checkpoints.fsync_directory(path)
-
-
-def _bases(path: str) -> list[int]:
-    out = []
-    for name in os.listdir(path):
-        stem, _dot, ext = name.partition(".")
-        if ext == "log" and len(stem) == 20 and stem.isdigit():
-            out.append(int(stem))
-    return out
 
 
 def _read_swap_end(path: str) -> int | None:
