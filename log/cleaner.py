@@ -299,7 +299,7 @@ def build_offset_map(plan: CleanPlan, limits: CleanerLimits, aborted: _Aborted,
             _body, spans = records.batch_records(data, header)
             for span in spans:
                 offset = header.base_offset + span.offset_delta
-                if span.key is None or offset < plan.first_dirty:
+                if span.key is None or offset < plan.first_dirty or offset >= plan.first_uncleanable:
                     continue
                 key = hash(span.key)
                 if key not in offsets and len(offsets) >= capacity:
@@ -339,8 +339,13 @@ class _TxnTracker:
 
 
 def _clean_batch(header: BatchHeader, data: bytes, offsets: dict[int, int], plan: CleanPlan,
-                 aborted: _Aborted, txns: _TxnTracker, past_horizon: bool) -> bytes | None:
-    """The batch as it goes into the cleaned segment, or None if it goes entirely."""
+                 aborted: _Aborted, txns: _TxnTracker, past_horizon: bool, end: int) -> bytes | None:
+    """The batch as it goes into the cleaned segment, or None if it goes entirely.  A batch
+    reaching ``end`` (the offset map's end: at most the high watermark and the last stable
+    offset) is copied as it is: what lies above may still change (a truncation, an open
+    transaction) and the map says nothing about it."""
+    if header.last_offset >= end:
+        return data
     last_of_producer = header.producer_id >= 0 and \
         plan.last_batches.get(header.producer_id) == header.last_offset
     if header.is_control:
@@ -372,9 +377,10 @@ def _clean_batch(header: BatchHeader, data: bytes, offsets: dict[int, int], plan
 
 
 def _write_group(plan: CleanPlan, group: list[LogSegment], end: int, offsets: dict[int, int],
-                 aborted: _Aborted, txns: _TxnTracker, limits: CleanerLimits,
+                 map_end: int, aborted: _Aborted, txns: _TxnTracker, limits: CleanerLimits,
                  counter: list[int]) -> LogSegment:
-    """Write the cleaned copy of ``group`` as ``.cleaned`` files, fsynced."""
+    """Write the cleaned copy of ``group`` (whose offsets end at ``end``) as ``.cleaned`` files,
+    fsynced."""
     directory = os.path.dirname(group[0].log_path)
     config = plan.log.config
     cleaned = LogSegment.create(directory, group[0].base_offset, now_ms=plan.now_ms,
@@ -396,7 +402,7 @@ def _write_group(plan: CleanPlan, group: list[LogSegment], end: int, offsets: di
         past_horizon = segment.largest_timestamp() < horizon
         txn_entries.extend(segment.txn_index.entries())
         for header, data in _batches(segment, limits, counter):
-            kept = _clean_batch(header, data, offsets, plan, aborted, txns, past_horizon)
+            kept = _clean_batch(header, data, offsets, plan, aborted, txns, past_horizon, map_end)
             if kept is None:
                 continue
             h = records.read_header(kept) if kept is not data else header
@@ -435,7 +441,7 @@ def clean(plan: CleanPlan, limits: CleanerLimits) -> CleanResult:
         pairs = []
         for i, group in enumerate(groups):
             group_end = groups[i + 1][0].base_offset if i + 1 < len(groups) else _segment_end(plan, group[-1])
-            cleaned = _write_group(plan, group, group_end, offsets, aborted, txns, limits, counter)
+            cleaned = _write_group(plan, group, group_end, offsets, end, aborted, txns, limits, counter)
             made.append(cleaned)
             pairs.append((group, cleaned))
         pause_point(limits, log_dir, "cleaned")

@@ -137,6 +137,25 @@ def test_tombstones_remove_a_key_and_go_after_delete_retention(open_log):
     assert not [e for e in read_all(log) if e[1] == b"k1"]
 
 
+def test_nothing_at_or_above_the_high_watermark_is_cleaned(open_log):
+    """A follower's uncommitted tail may still be truncated: the cleaner leaves it as it is."""
+    log = open_log(cleanup_policy="compact", segment_bytes=1000, min_cleanable_dirty_ratio=0.01,
+                   delete_retention_ms=0)
+    log.enable_replication()
+    fill(log, rounds=3)
+    log.update_high_watermark(log.log_end_offset)
+    committed = log.log_end_offset
+    log.append(keyed_batch([(b"k1", None)]), now_ms=NOW)             # above the high watermark
+    assert log.segments[-1].base_offset < committed                  # ... in the segment holding it
+    fill(log, rounds=8)
+    before = read_all(log)
+    clean_once(log, now=NOW + 10_000)
+    after = read_all(log)
+    assert [e for e in after if e[0] >= committed] == [e for e in before if e[0] >= committed]
+    assert (committed, b"k1", None) in after
+    assert [e for e in after if e[0] < committed] == latest([e for e in before if e[0] < committed])
+
+
 def test_min_compaction_lag_keeps_recent_segments_dirty(open_log):
     log = open_log(**COMPACT, min_compaction_lag_ms=60_000)
     fill(log)
