@@ -34,7 +34,8 @@ def parse_args(argv):
                    help="Spark's connector (needs --kafka-packages/--kafka-jars) or kwire's "
                         "Python data source (default: kafka if configured, else kwire-kafka)")
     p.add_argument("--kafka-packages", help="Maven coordinate of spark-sql-kafka-0-10 (needs Maven Central)")
-    p.add_argument("--kafka-jars", help="comma-separated local jars: spark-sql-kafka-0-10, kafka-clients, commons-pool2")
+    p.add_argument("--kafka-jars", help="comma-separated local jars (spark-sql-kafka-0-10, its token provider, "
+                   "kafka-clients, commons-pool2) or a folder holding them, e.g. ../shared/jars")
     p.add_argument("--partitions", type=int, default=2, help="partitions of the input topics")
     p.add_argument("--activity-topic", default="activity")
     p.add_argument("--logs-topic", default="service-logs")
@@ -139,7 +140,11 @@ def drain_and_stop(queries, timeout_s: float = 30) -> None:
 def main(argv=None) -> int:
     args = parse_args(list(argv if argv is not None else sys.argv[1:]))
     from .session import build_session, choose_connector
-    connector = choose_connector(args.source, args.kafka_packages, args.kafka_jars)
+    try:
+        connector = choose_connector(args.source, args.kafka_packages, args.kafka_jars)
+    except ValueError as exc:
+        print(f"kwire spark-demo: {exc}", file=sys.stderr)
+        return 2
     base = os.path.abspath(args.dir)
     broker = None
     bootstrap = args.bootstrap

@@ -5,19 +5,61 @@ Two interchangeable sources, same options and schema:
 * ``format("kafka")`` — Spark's own JVM connector (spark-sql-kafka-0-10), used when it is
   configured: a Maven coordinate (``kafka_packages`` / ``KWIRE_SPARK_KAFKA_PACKAGES``,
   e.g. ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0``; needs Maven Central) or
-  local jar paths (``kafka_jars`` / ``KWIRE_SPARK_KAFKA_JARS``, comma-separated: the
-  connector plus kafka-clients and commons-pool2).
+  local jars (``kafka_jars`` / ``KWIRE_SPARK_KAFKA_JARS``: comma-separated paths — the
+  connector plus kafka-clients and commons-pool2 — or a folder laid out like
+  ``../shared/jars``, see ``connector_jars``).
 * ``format("kwire-kafka")`` — kwire's Python data source (source.py), registered on
   every session; the default because it needs nothing beyond PyPI.
 """
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import sys
 from dataclasses import dataclass
 
 SPARK_KAFKA_COORDINATE = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+
+# What format("kafka") needs beyond PySpark's own jars, as file-name patterns inside a jars
+# folder: the connector, its token provider, the Java client and commons-pool2, and (for a
+# Java client 3.7+: client telemetry) protobuf-java with OpenTelemetry's proto classes.
+CONNECTOR_JAR_PATTERNS = ("spark-sql-kafka-0-10_*.jar", "spark-token-provider-kafka-0-10_*.jar",
+                          "kafka-clients-*.jar", "commons-pool2-*.jar")
+CONNECTOR_OPTIONAL_PATTERNS = ("protobuf-java-*.jar", "opentelemetry-proto-*.jar")
+
+
+def connector_jars(folder: str) -> list[str]:
+    """The jars of Spark's Kafka connector found in ``folder`` (and its ``deps/``), in
+    ``spark.jars`` order.  Raises ValueError naming what is missing."""
+    def find(pattern: str) -> list[str]:
+        return sorted(glob.glob(os.path.join(folder, pattern))
+                      + glob.glob(os.path.join(folder, "deps", pattern)))
+    out, missing = [], []
+    for pattern in CONNECTOR_JAR_PATTERNS:
+        found = find(pattern)
+        if found:
+            out.append(found[-1])
+        else:
+            missing.append(pattern)
+    if missing:
+        raise ValueError(f"{folder}: no {', '.join(missing)} (Spark's Kafka connector needs them)")
+    for pattern in CONNECTOR_OPTIONAL_PATTERNS:
+        out.extend(find(pattern)[-1:])
+    return [os.path.abspath(j) for j in out]
+
+
+def expand_kafka_jars(value: str) -> str:
+    """``--kafka-jars`` as ``spark.jars`` wants it: a comma-separated list is kept (each path
+    must exist), a folder becomes the connector's jars found in it (``connector_jars``).
+    Raises ValueError for a path that does not exist."""
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if len(parts) == 1 and os.path.isdir(parts[0]):
+        return ",".join(connector_jars(parts[0]))
+    missing = [p for p in parts if "://" not in p and not os.path.isfile(p)]
+    if missing:
+        raise ValueError(f"no such jar: {', '.join(missing)}")
+    return ",".join(parts)
 
 
 def java_available() -> bool:
@@ -40,10 +82,13 @@ def choose_connector(source: str = "auto", kafka_packages: str | None = None,
                      kafka_jars: str | None = None) -> KafkaConnector:
     """``source`` is "auto", "kafka" or "kwire-kafka". "auto" picks Spark's connector
     when packages or jars are configured (arguments, then environment), else kwire's.
-    Raises ValueError for "kafka" without either."""
+    Jars are a comma-separated list or a folder (``expand_kafka_jars``).
+    Raises ValueError for "kafka" without either, or for jars that are not there."""
     from .source import NAME
     packages = kafka_packages or os.environ.get("KWIRE_SPARK_KAFKA_PACKAGES") or None
     jars = kafka_jars or os.environ.get("KWIRE_SPARK_KAFKA_JARS") or None
+    if jars and source != NAME:
+        jars = expand_kafka_jars(jars)
     if source == NAME:
         return KafkaConnector(NAME)
     if source not in ("auto", "kafka"):

@@ -1,11 +1,29 @@
 """Spark tests: one local[2] SparkSession for the whole session (JVM start-up is the
-dominant cost), against the shared kwire broker process from tests/conftest.py."""
+dominant cost), against the shared kwire broker process from tests/conftest.py.
+
+The session has Spark's own Kafka connector (``format("kafka")``) on ``spark.jars``
+whenever ../shared/jars holds it, so tests of both connectors share the one JVM; the
+``jvm_spark`` fixture is that session, and skips saying why when the jars are absent."""
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 
-from kwire.spark.session import java_available
+from kwire.spark.session import connector_jars, java_available
+
+SHARED_JARS = Path(__file__).resolve().parents[2].parent / "shared" / "jars"
+
+
+def shared_connector_jars() -> tuple[list[str], str]:
+    """(jars for spark.jars, "") from ../shared/jars, or ([], why not)."""
+    if not SHARED_JARS.is_dir():
+        return [], (f"Spark's Kafka connector is read from {SHARED_JARS} (the shared jars folder "
+                    "next to the project; see its README.md), which is absent")
+    try:
+        return connector_jars(str(SHARED_JARS)), ""
+    except ValueError as exc:
+        return [], str(exc)
 
 _names = itertools.count()
 
@@ -24,10 +42,23 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def spark():
-    from kwire.spark.session import build_session
-    session = build_session(app_name="kwire-tests")
+    from kwire.spark.session import KafkaConnector, build_session
+    jars, _ = shared_connector_jars()
+    connector = KafkaConnector("kwire-kafka", jars=",".join(jars)) if jars else None
+    session = build_session(app_name="kwire-tests", connector=connector)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def jvm_spark(spark):
+    """The shared session, when Spark's JVM connector is on its ``spark.jars``."""
+    jars, why = shared_connector_jars()
+    if not jars:
+        pytest.skip(why)
+    assert "spark-sql-kafka" in spark.conf.get("spark.jars", ""), \
+        "the session was built before the connector's jars were known"
+    return spark
 
 
 @pytest.fixture
