@@ -183,6 +183,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("fetch.max.wait.ms", T.INT, 30000,
               "kwire-specific: the longest a Fetch is held waiting for fetch.min.bytes; a client's larger "
               "max_wait_ms (its fetch.max.wait.ms) is capped to this.", at_least(0)),
+    ConfigKey("max.incremental.fetch.session.cache.slots", T.INT, 1000,
+              "The maximum number of incremental fetch sessions (KIP-227) the broker keeps; 0 disables "
+              "them (every fetch is then answered as a full fetch with session id 0).", at_least(0)),
+    ConfigKey("max.request.partition.size.limit", T.INT, 2000,
+              "The maximum number of partitions in one DescribeTopicPartitions response (the client's "
+              "response_partition_limit is capped to this).", at_least(1)),
     ConfigKey("request.read.timeout.ms", T.LONG, 60000,
               "kwire-specific: close a connection whose request has started to arrive but is not complete "
               "after this long (slow or stalled senders); -1 waits for ever.", at_least(-1)),

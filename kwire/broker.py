@@ -14,6 +14,7 @@ from kwire.log.manager import LogManager
 from .blocking import run_blocking
 from .cleaner_service import CleanerService
 from .clock import Clock, WallClock
+from .fetch_sessions import FetchSessionCache
 from .group_service import GroupService
 from .txn_service import TransactionService
 
@@ -39,6 +40,7 @@ class Broker:
         self.advertised: Endpoint | None = None
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
+        self.fetch_sessions = FetchSessionCache(config.value_of("max.incremental.fetch.session.cache.slots"))
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cleaner = CleanerService(config, self.logs, self.clock)

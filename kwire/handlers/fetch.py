@@ -3,12 +3,19 @@
 A client's max_wait_ms is capped by the broker's ``fetch.max.wait.ms``, and a
 parked fetch ends early when its client closes the connection.
 
-No fetch sessions: kwire answers session id 0, which every client accepts as
-"full fetch requests only".  Every answer carries the last stable offset (the
-high watermark, or the first offset of the oldest open transaction if lower).
-A read_committed fetch (isolation_level 1) stops there and lists the aborted
-transactions of the range it read, which the client uses to skip their
-records; control batches are returned as they are (the clients drop them).
+Fetch sessions (KIP-227, kwire.fetch_sessions): session 0 with epoch -1 (librdkafka,
+aiokafka, v4-6) is answered sessionless without touching the cache; epoch 0 is a
+full fetch that also creates a session when ``max.incremental.fetch.session.cache.slots``
+allows; a later epoch reads every partition of the session and answers only those
+with records, a new high watermark or log start offset, or an error.
+Fetch v13+ names topics by id: an id no topic has is UNKNOWN_TOPIC_ID; a session
+whose topic was deleted and created again under its name is INCONSISTENT_TOPIC_ID.
+
+Every answer carries the last stable offset (the high watermark, or the first
+offset of the oldest open transaction if lower).  A read_committed fetch
+(isolation_level 1) stops there and lists the aborted transactions of the range
+it read, which the client uses to skip their records; control batches are
+returned as they are (the clients drop them).
 """
 from __future__ import annotations
 
@@ -17,11 +24,15 @@ import trio
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 from kwire.log.slices import RecordSlices
 
+from ..fetch_sessions import (
+    FINAL_EPOCH, CachedPartition, Full, Incremental, SessionError, Sessionless, partition_key,
+)
 from ..registry import handles
 
 # Record bytes below this size are copied into the response; larger runs are
 # streamed from the segment files with sendfile.
 SENDFILE_MIN_BYTES = 16 * 1024
+SESSIONLESS = Sessionless()
 
 
 class FileRecords:
@@ -118,22 +129,35 @@ def materialize(responses: list[dict]) -> None:
                 entry["records"] = FileRecords(slices.open_files())
 
 
-def build_response(ctx, request) -> tuple[list[dict], int, bool]:
+def resolve_topic(ctx, topic, by_id: bool) -> tuple[str | None, object]:
+    """(name, topic_id) of a requested topic: v13+ names it by id (None when unknown)."""
+    if not by_id:
+        return topic.topic, None
+    found = ctx.broker.logs.topics_by_id.get(topic.topic_id)
+    return (found.name if found is not None else None), topic.topic_id
+
+
+def build_response(ctx, request, replica_id: int, read_committed: bool) -> tuple[list[dict], int, bool]:
+    """Read the request's partitions in order; (topic entries, record bytes, any error)."""
     budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
-    replica_id = request.replica_id if ctx.api_version < 15 else -1
-    read_committed = getattr(request, "isolation_level", 0) == 1
+    by_id = ctx.api_version >= 13
     total = 0
     errors = False
     responses = []
     for topic in request.topics:
+        name, topic_id = resolve_topic(ctx, topic, by_id)
         parts = []
-        for p in topic.partitions:
-            entry, size = read_partition(ctx, topic.topic, p, budget - total, total == 0, replica_id,
-                                         read_committed)
-            total += size
-            errors = errors or entry["error_code"] != 0
-            parts.append(entry)
-        responses.append({"topic": topic.topic, "partitions": parts})
+        if name is None and by_id:
+            parts = [empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partitions]
+            errors = errors or bool(parts)
+        else:
+            for p in topic.partitions:
+                entry, size = read_partition(ctx, name, p, budget - total, total == 0, replica_id,
+                                             read_committed)
+                total += size
+                errors = errors or entry["error_code"] != 0
+                parts.append(entry)
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": parts})
     return responses, total, errors
 
 
@@ -159,17 +183,148 @@ async def park(ctx, partitions, deadline: float) -> None:
         raise CloseConnection("the client left during a long-poll fetch", quiet=True)
 
 
-@handles(1, 4, 12)
+def session_partition(ctx, cp: CachedPartition, uses_topic_ids: bool) -> ErrorCode | None:
+    """Resolve a cached partition's topic; the error to answer instead of reading, if any.
+
+    A session keeps the name its topic id resolved to; if that name now belongs to a
+    topic with another id (deleted and created again), Kafka answers INCONSISTENT_TOPIC_ID."""
+    if not uses_topic_ids:
+        return None
+    logs = ctx.broker.logs
+    if cp.topic is None:
+        found = logs.topics_by_id.get(cp.topic_id)
+        if found is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        cp.topic = found.name
+        return None
+    current = logs.topics.get(cp.topic)
+    if current is not None and current.topic_id != cp.topic_id:
+        return ErrorCode.INCONSISTENT_TOPIC_ID
+    return None
+
+
+def build_incremental(ctx, request, session, replica_id: int, read_committed: bool):
+    """Read every partition of ``session`` in its order; (cached partition, entry) pairs,
+    record bytes, any error."""
+    budget = request.max_bytes
+    total = 0
+    errors = False
+    read = []
+    for cp in list(session.partitions.values()):
+        code = session_partition(ctx, cp, session.uses_topic_ids)
+        if code is not None:
+            entry, size = empty_partition(cp.partition, code), 0
+        else:
+            entry, size = read_partition(ctx, cp.topic, cp, budget - total, total == 0, replica_id,
+                                         read_committed)
+        total += size
+        errors = errors or entry["error_code"] != 0
+        read.append((cp, entry))
+    return read, total, errors
+
+
+def incremental_topics(session, read) -> list[dict]:
+    """The partitions an incremental response carries, grouped by consecutive topic; a
+    partition that returned records moves to the end of the session's order."""
+    responses: list[dict] = []
+    last = None
+    for cp, entry in read:
+        if not cp.must_respond(entry):
+            continue
+        if entry["records"]:
+            session.move_to_end(cp)
+        key = cp.topic_id if session.uses_topic_ids else cp.topic
+        if key != last or not responses:
+            responses.append({"topic": cp.topic, "topic_id": cp.topic_id, "partitions": []})
+            last = key
+        responses[-1]["partitions"].append(entry)
+    return responses
+
+
+def request_partitions(ctx, request, uses_topic_ids: bool) -> list[CachedPartition]:
+    """An incremental request's partitions as cached partitions (names resolved by id)."""
+    out = []
+    for topic in request.topics:
+        name, topic_id = resolve_topic(ctx, topic, uses_topic_ids)
+        for p in topic.partitions:
+            cp = CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
+            cp.update_request(p)
+            out.append(cp)
+    return out
+
+
+def forgotten_keys(request, uses_topic_ids: bool) -> list[tuple]:
+    return [partition_key(uses_topic_ids, t.topic, t.topic_id if uses_topic_ids else None, i)
+            for t in request.forgotten_topics_data or () for i in t.partitions]
+
+
+def new_session(ctx, request, context: Full, responses: list[dict]) -> int:
+    """After a full fetch: cache its partitions with what was answered; the session id or 0."""
+    partitions = []
+    for topic, answered in zip(request.topics, responses):
+        for p, entry in zip(topic.partitions, answered["partitions"]):
+            cp = CachedPartition(answered["topic"], answered["topic_id"], p.partition, p.fetch_offset,
+                                 p.partition_max_bytes)
+            cp.update_request(p)
+            cp.high_watermark = entry["high_watermark"]
+            cp.local_log_start_offset = entry["log_start_offset"]
+            partitions.append(cp)
+    return ctx.broker.fetch_sessions.create_session(ctx.broker.clock.now_ms(), context.privileged,
+                                                    context.uses_topic_ids, partitions)
+
+
+def fetch_context(ctx, request, replica_id: int):
+    """Sessionless for v4-6 and for (session 0, epoch -1), the fast path taken by librdkafka
+    and aiokafka; otherwise what the session cache says."""
+    if ctx.api_version < 7 or (request.session_epoch == FINAL_EPOCH and request.session_id == 0):
+        return SESSIONLESS
+    return ctx.broker.fetch_sessions.new_context(
+        ctx.api_version, request.session_id, request.session_epoch, replica_id >= 0,
+        lambda ids: request_partitions(ctx, request, ids), lambda ids: forgotten_keys(request, ids),
+        ctx.broker.clock.now_ms())
+
+
+def replica_of(ctx, request) -> int:
+    if ctx.api_version < 15:
+        return request.replica_id
+    state = request.replica_state
+    return state.replica_id if state is not None else -1
+
+
+@handles(1, 4, 17)
 async def handle_fetch(ctx, request):
-    if getattr(request, "session_id", 0) not in (0, None) and ctx.api_version >= 7:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
-                "session_id": 0, "responses": []}
+    replica_id = replica_of(ctx, request)
+    context = fetch_context(ctx, request, replica_id)
+    if type(context) is SessionError:
+        return {"throttle_time_ms": 0, "error_code": int(context.error_code), "session_id": 0,
+                "responses": []}
+    read_committed = request.isolation_level == 1
     max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
     deadline = trio.current_time() + max_wait_ms / 1000
+    incremental = type(context) is Incremental
     while True:
-        responses, total, errors = build_response(ctx, request)
+        if incremental:
+            read, total, errors = build_incremental(ctx, request, context.session, replica_id, read_committed)
+        else:
+            responses, total, errors = build_response(ctx, request, replica_id, read_committed)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
-        await park(ctx, [(t.topic, p.partition) for t in request.topics for p in t.partitions], deadline)
+        await park(ctx, waited_partitions(request, context, responses if not incremental else None), deadline)
+    session_id = 0
+    if incremental:
+        session_id = context.session.id
+        if not ctx.broker.fetch_sessions.epoch_still_current(context):
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+                    "session_id": session_id, "responses": []}
+        responses = incremental_topics(context.session, read)
+    elif type(context) is Full:
+        session_id = new_session(ctx, request, context, responses)
     materialize(responses)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": responses}
+
+
+def waited_partitions(request, context, responses) -> list[tuple[str, int]]:
+    if responses is None:
+        return [(cp.topic, cp.partition) for cp in context.session.partitions.values() if cp.topic is not None]
+    return [(t["topic"], p["partition_index"]) for t in responses if t["topic"] is not None
+            for p in t["partitions"]]
