@@ -1,4 +1,8 @@
-"""Metadata (3): brokers, topics, partitions; auto-creates topics when allowed."""
+"""Metadata (3): brokers, topics, partitions; auto-creates topics when allowed.
+DescribeTopicPartitions (75): the same partition facts, paged with a cursor (KIP-966).
+
+Topic ids are stable: created with the topic, kept in ``__kwire_topics/`` on a single
+node and in the topic's znode in a cluster, and answered by Metadata v10+."""
 from __future__ import annotations
 
 import logging
@@ -109,7 +113,7 @@ async def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
     return topic_entry(ctx, topic)
 
 
-@handles(3, 0, 12)
+@handles(3, 0, 13)
 async def handle_metadata(ctx, request):
     logs = ctx.broker.logs
     allow_create = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
@@ -128,3 +132,67 @@ async def handle_metadata(ctx, request):
     return {"throttle_time_ms": 0, "brokers": brokers,
             "cluster_id": ctx.broker.cluster_id, "controller_id": controller_id,
             "topics": topics, "authorized_operations": NO_OPS, "error_code": 0}
+
+
+def describe_topic_names(ctx, request) -> list[str]:
+    """The topics a DescribeTopicPartitions request covers, sorted, from the cursor's topic on.
+
+    Raises KafkaApiError(INVALID_REQUEST) for a cursor outside the listed topics or with a
+    negative partition, as Kafka does."""
+    cursor = request.cursor
+    first = cursor.topic_name if cursor is not None else ""
+    if request.topics:
+        names = {t.name for t in request.topics if t.name >= first}
+        if cursor is not None and cursor.topic_name not in names:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "the cursor's topic must be among the topics")
+    else:
+        names = {name for name in ctx.broker.logs.topics if name >= first}
+    if cursor is not None and cursor.partition_index < 0:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "the cursor's partition must not be negative")
+    return sorted(names)
+
+
+def unknown_topic_entry(name: str) -> dict:
+    try:
+        validate_topic_name(name)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except KafkaApiError as exc:
+        code = exc.code
+    return {"error_code": int(code), "name": name, "topic_id": None, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": -2147483648}
+
+
+@handles(75, 0, 0)
+async def handle_describe_topic_partitions(ctx, request):
+    """At most ``response_partition_limit`` partitions (capped by max.request.partition.size.limit)
+    in topic-name order, then ``next_cursor`` where the next page starts.  Topics are never
+    auto-created; an unknown listed topic answers UNKNOWN_TOPIC_OR_PARTITION (all-topics
+    listings just skip topics deleted meanwhile)."""
+    try:
+        names = describe_topic_names(ctx, request)
+    except KafkaApiError as exc:
+        return {"throttle_time_ms": 0, "next_cursor": None,
+                "topics": [dict(unknown_topic_entry(t.name), error_code=int(exc.code)) for t in request.topics]}
+    limit = max(min(ctx.broker.config.value_of("max.request.partition.size.limit"),
+                    request.response_partition_limit), 1)
+    cursor = request.cursor
+    remaining, topics, next_cursor = limit, [], None
+    for name in names:
+        if remaining == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        topic = ctx.broker.logs.get(name)
+        if topic is None:
+            if request.topics:
+                topics.append(unknown_topic_entry(name))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        end = min(len(topic.partitions), start + remaining)
+        topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
+                       "partitions": partition_entries(ctx, topic)[start:end],
+                       "topic_authorized_operations": -2147483648})
+        if end < len(topic.partitions):
+            next_cursor = {"topic_name": name, "partition_index": end}
+            break
+        remaining -= max(end - start, 0)
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}

@@ -12,7 +12,7 @@ from ..registry import handles
 from .fetch import check_serving
 
 logger = logging.getLogger("kwire.offsets")
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 
 
 def lookup(plog, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
@@ -25,7 +25,7 @@ def lookup(plog, timestamp: int, read_committed: bool = False) -> tuple[int, int
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
         return (found[0], found[1]) if found else (-1, -1)
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):   # no tiered storage: nothing uploaded
         return -1, -1
     if timestamp < 0:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
@@ -51,7 +51,7 @@ def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dic
     return entry
 
 
-@handles(2, 1, 10)
+@handles(2, 1, 11)
 async def handle_list_offsets(ctx, request):
     read_committed = getattr(request, "isolation_level", 0) == 1
     topics = [{"name": t.name, "partitions": [list_partition(ctx, t.name, p, read_committed)
