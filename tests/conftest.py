@@ -6,7 +6,7 @@ from tests.support.broker import BrokerProcess
 
 # Folders whose tests start broker processes or drive stock clients over sockets.  They are the
 # slow lane; `pytest -m "not clients"` leaves them out and runs the in-process tests in seconds.
-CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster")
+CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_client")
 _TESTS = pathlib.Path(__file__).parent
 
 
