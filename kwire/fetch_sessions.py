@@ -209,9 +209,10 @@ class FetchSessionCache:
         return Incremental(session, epoch)
 
     def epoch_still_current(self, context: Incremental) -> bool:
-        """False when another request of the session came in while this one waited."""
-        return context.session.epoch == next_epoch(context.request_epoch) and \
-            self.sessions.get(context.session.id) is context.session
+        """False when another request of the session came in while this one waited.  A session
+        removed meanwhile (evicted, closed) still answers this request, as in Kafka: the next
+        one gets FETCH_SESSION_ID_NOT_FOUND."""
+        return context.session.epoch == next_epoch(context.request_epoch)
 
     def create_session(self, now_ms: int, privileged: bool, uses_topic_ids: bool,
                        partitions: list[CachedPartition]) -> int:

@@ -167,7 +167,8 @@ async def handle_describe_topic_partitions(ctx, request):
     """At most ``response_partition_limit`` partitions (capped by max.request.partition.size.limit)
     in topic-name order, then ``next_cursor`` where the next page starts.  Topics are never
     auto-created; an unknown listed topic answers UNKNOWN_TOPIC_OR_PARTITION (all-topics
-    listings just skip topics deleted meanwhile)."""
+    listings just skip topics deleted meanwhile).  The ELR lists are empty, never null: the
+    Java admin client reads them without a null check (KIP-966 ELR is not implemented)."""
     try:
         names = describe_topic_names(ctx, request)
     except KafkaApiError as exc:
@@ -189,7 +190,8 @@ async def handle_describe_topic_partitions(ctx, request):
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(len(topic.partitions), start + remaining)
         topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
-                       "partitions": partition_entries(ctx, topic)[start:end],
+                       "partitions": [dict(p, eligible_leader_replicas=[], last_known_elr=[])
+                                      for p in partition_entries(ctx, topic)[start:end]],
                        "topic_authorized_operations": -2147483648})
         if end < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": end}

@@ -184,6 +184,7 @@ def test_describe_topic_partitions_pages_with_a_cursor(tmp_path):
             assert rows(r) == [("a", 0, [0, 1]), ("b", 0, [0])]
             assert (r.next_cursor.topic_name, r.next_cursor.partition_index) == ("b", 1)
             assert r.topics[0].topic_id == broker.logs.get("a").topic_id
+            assert r.topics[0].partitions[0].eligible_leader_replicas == []
             r = await describe(client, limit=3, cursor=("b", 1))
             assert rows(r) == [("b", 0, [1, 2])] and r.next_cursor is None
             r = await describe(client, limit=100)            # capped by max.request.partition.size.limit
