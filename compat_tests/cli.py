@@ -13,11 +13,12 @@ import argparse
 import contextlib
 import datetime
 import json
+import os
 import socket
 import sys
 import time
 
-from . import reference, report
+from . import java, reference, report
 from .runner import CLIENTS, DEFAULT_CLIENTS, run_matrix
 from .scenarios import SCENARIOS
 
@@ -33,6 +34,10 @@ def parse_args(argv):
     p.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
                    help=f"comma-separated, from {', '.join(CLIENTS)}")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated scenario names")
+    p.add_argument("--java-jars", metavar="DIR",
+                   help="folder of Apache Kafka's Java client (kafka-clients-*.jar, deps/) and Spark's "
+                        "Kafka connector, for the java column and the spark-jvm row (default: "
+                        "$KWIRE_COMPAT_JAVA_JARS, else ../shared/jars next to the project)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--name", help="the broker's name in the report (default: from --against or 'broker')")
     p.add_argument("--allow", metavar="BROKER",
@@ -67,6 +72,8 @@ def main(argv=None) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.java_jars:
+        os.environ[java.JARS_ENV] = os.path.abspath(args.java_jars)   # read by the workers
     name = args.name or args.against or "broker"
     if args.against == "tansu":
         target = reference.tansu()

@@ -56,7 +56,7 @@ def side_by_side(runs: dict[str, list[dict]]) -> str:
 
 
 # ---------------------------------------------------------------------------- allow-list
-ROW = re.compile(r"^\|\s*(?P<broker>[\w.*-]+)\s*\|\s*(?P<client>[\w.*-]+)\s*\|\s*(?P<scenario>[\w*]+)\s*\|"
+ROW = re.compile(r"^\|\s*(?P<broker>[\w.*-]+)\s*\|\s*(?P<client>[\w.*-]+)\s*\|\s*(?P<scenario>[\w*-]+)\s*\|"
                  r"\s*(?P<status>fail|skip)\s*\|\s*(?P<reason>.+?)\s*\|\s*$")
 
 

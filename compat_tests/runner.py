@@ -22,6 +22,7 @@ import time
 
 from .clients import AioKafka, Confluent, KafkaPython
 from .external import KafkaJS, Kcat
+from .java import JavaClient
 from .model import Client, ClientError, Fail, Setup, Skip
 from .scenarios import SCENARIOS
 
@@ -32,7 +33,7 @@ class RawSocket(Client):
     codecs = ()
 
 
-CLIENTS = {c.name: c for c in (KafkaPython, Confluent, AioKafka, Kcat, KafkaJS, RawSocket)}
+CLIENTS = {c.name: c for c in (KafkaPython, Confluent, AioKafka, Kcat, KafkaJS, JavaClient, RawSocket)}
 DEFAULT_CLIENTS = list(CLIENTS)
 
 

@@ -281,6 +281,16 @@ def bad_input(c, env):
     return "; ".join(notes) or None
 
 
+@scenario("spark-jvm", 300, "Spark's format(\"kafka\") reads (batch, JSON offsets, timestamp, headers, "
+                            "availableNow) what this client wrote; this client reads Spark's two sinks")
+def spark_jvm(c, env):
+    _wire_only(c)
+    if c.name != "java":
+        raise Skip("Spark's connector runs on Apache Kafka's Java client: run in the java column")
+    from .spark_jvm import checks
+    return checks(c, env)
+
+
 # ------------------------------------------------------------------------------ wire level
 def _frame(api_key, version, body=b"", correlation_id=1, client_id=b"compat"):
     head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
