@@ -75,6 +75,8 @@ class CleanerService:
                 self._wake = trio.Event() if self._wake.is_set() else self._wake
                 continue
             topic, partition, plan = job
+            if plan.log.path in self._busy:      # another thread took it while _pick awaited
+                continue
             self._busy.add(plan.log.path)
             try:
                 await self._clean(topic, partition, plan, index)
