@@ -47,6 +47,14 @@ def wait_file(path: str, timeout: float, broker: BrokerProcess) -> None:
         time.sleep(0.05)
 
 
+def step(broker: BrokerProcess, what: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; an AssertionError is re-raised naming the step, with the broker's log."""
+    try:
+        return fn(*args, **kwargs)
+    except AssertionError as exc:
+        raise AssertionError(f"{what}: {exc}\nbroker log tail:\n{broker.log_tail(30)}") from None
+
+
 def lost_latest(acked: Acked, got) -> list:
     """Latest acknowledged record of each key not read back at its offset with its value."""
     have = set(got)
@@ -73,13 +81,14 @@ def test_kill_9_during_the_cleaner_swap_loses_nothing_and_the_clean_completes(tm
             # the broker keeps taking writes while its cleaner thread is stuck before the swap
             produce(b.bootstrap, topic, [key_value("k", i, "while-paused") for i in range(10)], acked)
             fill(b.bootstrap, topic, acked, n=10)
-        before_kill = read_confluent(b.bootstrap, topic) if phase in OFF_THE_EVENT_LOOP else []
+        before_kill = (step(b, "reading while the cleaner is paused", read_confluent, b.bootstrap, topic)
+                       if phase in OFF_THE_EVENT_LOOP else [])
         b.kill()
         os.remove(pause_file)       # the test's marker, not the broker's data
 
         b.env = environment()
         b.start()
-        got = read_confluent(b.bootstrap, topic)
+        got = step(b, "reading after the restart", read_confluent, b.bootstrap, topic)
         lost = lost_latest(acked, got)
         wrong = [r for r in got if acked.by_offset.get(r[0]) != (r[1], r[2])]
         counts = (f"{len(acked)} records acknowledged ({len(acked.latest())} latest per key), "
