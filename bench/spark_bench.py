@@ -1,8 +1,13 @@
-"""Spark figures for kwire: records/s through the kwire-kafka Python data source (batch
-read), and the activity pipeline's end-to-end latency from producing an event to its
+"""Spark figures for kwire: records/s of a batch read through the kwire-kafka Python data
+source and through Spark's own JVM connector (format("kafka"), when its jars are found),
+and the activity pipeline's end-to-end latency from producing an event to its
 per-minute aggregate appearing in the output topic (processingTime trigger).
 
     python bench/spark_bench.py [--records 200000] [--samples 20] [--out results.json]
+        [--connectors kwire-kafka,kafka] [--kafka-jars ../shared/jars] [--no-latency]
+
+Both connectors read the same topics in the same SparkSession, one after the other, and
+the result holds each one's median and their ratio (kafka / kwire-kafka).
 
 Starts its own kwire broker process on a free loopback port unless --bootstrap is given.
 Every wait is bounded; the broker is stopped by PID at the end.
@@ -22,7 +27,9 @@ from kafka import KafkaConsumer, TopicPartition
 
 from kwire.spark import activity as A
 from kwire.spark.cli import start_broker
-from kwire.spark.session import build_session
+from kwire.spark.session import KafkaConnector, build_session, expand_kafka_jars
+
+SHARED_JARS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "jars")
 
 
 def produce_fixed(bootstrap: str, topic: str, n: int, size: int) -> float:
@@ -61,10 +68,11 @@ def raw_consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return rate
 
 
-def spark_read(spark, bootstrap: str, topic: str, n: int, runs: int, **options) -> list[float]:
+def spark_read(spark, bootstrap: str, topic: str, n: int, runs: int, fmt: str = "kwire-kafka",
+               **options) -> list[float]:
     rates = []
     for _ in range(runs):
-        r = spark.read.format("kwire-kafka").option("kafka.bootstrap.servers", bootstrap) \
+        r = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap) \
             .option("subscribe", topic)
         for k, v in options.items():
             r = r.option(k, v)
@@ -132,7 +140,20 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--trigger", default="1 second")
     ap.add_argument("--out")
+    ap.add_argument("--connectors", default="kwire-kafka,kafka",
+                    help="formats to read with (kafka: Spark's JVM connector, skipped without its jars)")
+    ap.add_argument("--kafka-jars", default=os.environ.get("KWIRE_SPARK_KAFKA_JARS") or SHARED_JARS,
+                    help="Spark's connector: a folder or comma-separated jars (default ../shared/jars)")
+    ap.add_argument("--no-latency", action="store_true", help="batch reads only")
     args = ap.parse_args(argv)
+    fmts = [f.strip() for f in args.connectors.split(",") if f.strip()]
+    jars = None
+    if "kafka" in fmts:
+        try:
+            jars = expand_kafka_jars(args.kafka_jars)
+        except ValueError as exc:
+            print(f"format('kafka') left out: {exc}", file=sys.stderr)
+            fmts.remove("kafka")
     workdir = tempfile.mkdtemp(prefix="kwire-spark-bench-")
     broker, bootstrap = (None, args.bootstrap)
     if bootstrap is None:
@@ -144,18 +165,26 @@ def main(argv=None) -> int:
         for topic in ("bench-1p", "bench-2p"):
             result[f"produce_{topic}_rps"] = round(produce_fixed(bootstrap, topic, args.records, args.size))
         result["kafka_python_consume_1p_rps"] = round(raw_consume(bootstrap, "bench-1p", 1, args.records))
-        spark = build_session("kwire-spark-bench")
+        spark = build_session("kwire-spark-bench",
+                              connector=KafkaConnector("kwire-kafka", jars=jars) if jars else None)
         result["spark_version"] = spark.version
-        spark_read(spark, bootstrap, "bench-1p", args.records, 1)  # warm-up: Python workers
+        for fmt in fmts:   # warm-up: Python workers, the JVM connector's classes and consumer pool
+            spark_read(spark, bootstrap, "bench-1p", args.records, 1, fmt)
         for label, topic, opts in (("1 partition, 1 task", "bench-1p", {}),
                                    ("1 partition, minPartitions=2", "bench-1p", {"minPartitions": "2"}),
                                    ("2 partitions, 2 tasks", "bench-2p", {})):
-            rates = spark_read(spark, bootstrap, topic, args.records, args.runs, **opts)
-            result[f"spark_read_rps[{label}]"] = round(statistics.median(rates))
-        lat = latency(spark, bootstrap, workdir, args.samples, args.trigger)
-        result["e2e_latency_s"] = {"trigger": args.trigger, "samples": len(lat),
-                                   "p50": round(pct(lat, 50), 3), "p95": round(pct(lat, 95), 3),
-                                   "max": round(max(lat), 3), "min": round(min(lat), 3)}
+            for fmt in fmts:
+                rates = spark_read(spark, bootstrap, topic, args.records, args.runs, fmt, **opts)
+                name = "spark_read_rps" if fmt == "kwire-kafka" else f"spark_read_rps_{fmt}"
+                result[f"{name}[{label}]"] = round(statistics.median(rates))
+            if {"kafka", "kwire-kafka"} <= set(fmts):
+                result[f"ratio_kafka_to_kwire_kafka[{label}]"] = round(
+                    result[f"spark_read_rps_kafka[{label}]"] / result[f"spark_read_rps[{label}]"], 2)
+        if not args.no_latency:
+            lat = latency(spark, bootstrap, workdir, args.samples, args.trigger)
+            result["e2e_latency_s"] = {"trigger": args.trigger, "samples": len(lat),
+                                       "p50": round(pct(lat, 50), 3), "p95": round(pct(lat, 95), 3),
+                                       "max": round(max(lat), 3), "min": round(min(lat), 3)}
         spark.stop()
     finally:
         if broker is not None:
