@@ -55,10 +55,6 @@ EXCLUDED = {
         "AlterPartitionReassignments: one node, nothing to reassign",
     "test/integration/test_admin_integration.py::test_list_partition_reassignments":
         "ListPartitionReassignments is not implemented",
-    "test/integration/test_admin_integration.py::test_describe_topic_partitions":
-        "DescribeTopicPartitions (API 75) is not advertised; clients use Metadata",
-    "test/integration/test_admin_integration.py::test_describe_topic_partitions_pagination":
-        "DescribeTopicPartitions (API 75) is not advertised; clients use Metadata",
     "test/integration/test_producer_integration.py::test_transactional_producer_messages":
         "transactions are not implemented (the producer waits for a transaction coordinator)",
     "test/integration/test_producer_integration.py::test_transactional_producer_offsets":

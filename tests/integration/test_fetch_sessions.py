@@ -228,3 +228,22 @@ def uuid_matches(java_id: str, metadata_id) -> bool:
     import base64
     raw = base64.urlsafe_b64decode(java_id + "==")
     return uuid.UUID(bytes=raw) == uuid.UUID(str(metadata_id))
+
+
+def test_kafka_python_admin_describe_topic_partitions_with_its_cursor(broker):
+    from kafka.admin import KafkaAdminClient
+    topic = create_and_fill(broker.bootstrap, 5, 0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        first = admin.describe_topic_partitions([topic], response_partition_limit=2)
+        assert [p["partition_index"] for p in first["topics"][0]["partitions"]] == [0, 1]
+        assert first["next_cursor"] == {"topic_name": topic, "partition_index": 2}
+        rest = admin.describe_topic_partitions([topic], response_partition_limit=10, cursor=first["next_cursor"])
+        assert [p["partition_index"] for p in rest["topics"][0]["partitions"]] == [2, 3, 4]
+        assert rest["next_cursor"] is None
+        ids = {t["name"]: t["topic_id"] for t in admin.describe_topics([topic])}
+        assert str(first["topics"][0]["topic_id"]) == str(ids[topic])
+        missing = admin.describe_topic_partitions([f"{topic}-nope"])
+        assert missing["topics"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        admin.close()
