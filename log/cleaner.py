@@ -201,9 +201,10 @@ class CleanResult:
     read_bytes: int
     written_bytes: int
     seconds: float
+    dirty_bytes: int = 0         # of the dirty segments this pass reached (a full map stops early)
 
     def summary(self) -> str:
-        dirty = self.plan.dirty_bytes
+        dirty = self.dirty_bytes
         rate = dirty / self.seconds / 1e6 if self.seconds > 0 else 0.0
         return (f"{self.read_bytes} bytes read, {self.written_bytes} bytes written in "
                 f"{self.seconds:.3f} s ({rate:.1f} MB/s of dirty log), {self.map_entries} keys in "
@@ -455,8 +456,9 @@ def clean(plan: CleanPlan, limits: CleanerLimits) -> CleanResult:
             if segment.suffix == ".cleaned":
                 segment.delete()
         raise
+    dirty = sum(s.size for s in todo if s.next_offset > plan.first_dirty)
     return CleanResult(plan, pairs, end, len(offsets), counter[0], counter[1],
-                       time.monotonic() - started)
+                       time.monotonic() - started, dirty)
 
 
 def _segment_end(plan: CleanPlan, segment: LogSegment) -> int:
