@@ -213,3 +213,22 @@ def test_advertised_versions_and_list_offsets_v11(tmp_path):
                                                                 timestamp=ts) for ts in (-1, -2, -6)])])
             assert [p.offset for p in r.topics[0].partitions] == [2, 0, -1]
     run(scenario)
+
+
+def test_idle_partitions_are_skipped_but_a_recreated_empty_topic_is_still_inconsistent(tmp_path):
+    async def scenario():
+        async with connected(tmp_path) as (broker, client):
+            await create_topic(client, "quiet", partitions=2)
+            old = await topic_id(client, "quiet")
+            r = await client.call(FetchRequest, 17, **fetch(17, {old: {0: 0, 1: 0}}))
+            sid = r.session_id
+            r = await client.call(FetchRequest, 17, **fetch(17, {}, session_id=sid, epoch=1))
+            assert answered(r) == {}
+            with real_time():
+                await client.call(DeleteTopicsRequest, 6, timeout_ms=1000, topics=[
+                    DeleteTopicsRequest.DeleteTopicState(name="quiet", topic_id=None)])
+            await create_topic(client, "quiet", partitions=2)      # empty again: same offsets
+            r = await client.call(FetchRequest, 17, **fetch(17, {}, session_id=sid, epoch=2))
+            assert answered(r) == {(old, 0): (E.INCONSISTENT_TOPIC_ID, -1, []),
+                                   (old, 1): (E.INCONSISTENT_TOPIC_ID, -1, [])}
+    run(scenario)
