@@ -169,7 +169,6 @@ def test_streaming_processing_time_trigger_sees_records_as_they_arrive(jvm_spark
          .writeStream.format("memory").queryName(name).outputMode("append")
          .trigger(processingTime="500 milliseconds").start())
     try:
-        batches_seen = set()
         for round_ in range(3):
             produce(broker.bootstrap, topic, [f"r{round_}-{i}".encode() for i in range(40)])
             deadline = time.monotonic() + 60
@@ -177,11 +176,11 @@ def test_streaming_processing_time_trigger_sees_records_as_they_arrive(jvm_spark
                 assert q.exception() is None, q.exception()
                 assert time.monotonic() < deadline, f"round {round_}: records not streamed in 60 s"
                 time.sleep(0.2)
-            batches_seen.add(q.lastProgress["batchId"] if q.lastProgress else None)
         time.sleep(1.5)         # three more triggers: nothing read twice
         values = [r.v for r in jvm_spark.sql(f"SELECT v FROM {name}").collect()]
         assert sorted(values) == sorted(f"r{n}-{i}" for n in range(3) for i in range(40))
-        assert len(batches_seen) == 3, "each round arrived in a later micro-batch"
+        # each round was sent after the previous one was visible: a micro-batch of its own
+        assert len([p for p in q.recentProgress if p["numInputRows"] > 0]) >= 3
     finally:
         q.stop()
 
