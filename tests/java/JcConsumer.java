@@ -29,6 +29,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -270,6 +271,7 @@ public final class JcConsumer {
                 public void onPartitionsRevoked(Collection<TopicPartition> tps) {
                     if (!tps.isEmpty()) {
                         events.add(List.of("revoked", sorted(tps)));
+                        commit("on_revoke");        // as applications do: the next owner starts here
                     }
                     owned.removeAll(tps);
                 }
@@ -297,7 +299,7 @@ public final class JcConsumer {
                     var polled = consumer.poll(Duration.ofMillis(100));
                     polled.forEach(records::add);
                     if (!polled.isEmpty()) {
-                        consumer.commitSync();      // what it read is never read again by the group
+                        commit("after_poll");       // what it read is never read again by the group
                     }
                     generation = consumer.groupMetadata().generationId();
                 }
@@ -305,6 +307,16 @@ public final class JcConsumer {
                 error = JcOut.describe(e);
             } finally {
                 consumer.close(Duration.ofSeconds(5));
+            }
+        }
+
+        /** commitSync of the positions; a commit refused because a rebalance is under way (the
+         *  client says so while it rejoins, cooperative rounds included) is left to the next one. */
+        void commit(String when) {
+            try {
+                consumer.commitSync();
+            } catch (RebalanceInProgressException e) {
+                events.add(List.of("commit_deferred", when));
             }
         }
 
