@@ -207,7 +207,9 @@ def _to_arrow(pa, pa_schema, records, include_headers: bool):
         [r.timestamp_type for r in records],
     ]
     if include_headers:
-        columns.append([[{"key": k, "value": v} for k, v in (r.headers or ())] for r in records])
+        # a record without headers has null, not an empty array, as in Spark's connector
+        columns.append([[{"key": k, "value": v} for k, v in r.headers] if r.headers else None
+                        for r in records])
     arrays = [pa.array(col, type=field.type) for col, field in zip(columns, pa_schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=pa_schema)
 
