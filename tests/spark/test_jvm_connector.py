@@ -95,6 +95,12 @@ def test_batch_read_specific_offsets_as_json(jvm_spark, broker, two_partitions):
     df = read(jvm_spark, broker.bootstrap, assign=json.dumps({t: [1]}),
               startingOffsets=json.dumps({t: {"1": 40}}), endingOffsets=json.dumps({t: {"1": 45}}))
     assert rows_of(df) == [(1, i, f"p1-{i}") for i in range(40, 45)]
+    # minPartitions splits one partition's range across tasks (the part of the connector the
+    # shared build patched: KafkaOffsetRangeCalculator), same rows
+    df = read(jvm_spark, broker.bootstrap, assign=json.dumps({t: [1]}), minPartitions="4",
+              startingOffsets=json.dumps({t: {"1": 3}}), endingOffsets=json.dumps({t: {"1": 23}}))
+    assert df.rdd.getNumPartitions() == 4
+    assert rows_of(df) == [(1, i, f"p1-{i}") for i in range(3, 23)]
 
 
 def test_batch_read_by_timestamp(jvm_spark, broker, two_partitions):
