@@ -25,14 +25,13 @@ from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 from kwire.log.slices import RecordSlices
 
 from ..fetch_sessions import (
-    FINAL_EPOCH, CachedPartition, Full, Incremental, SessionError, Sessionless, partition_key,
+    FINAL_EPOCH, CachedPartition, Full, Incremental, SessionError, partition_key,
 )
 from ..registry import handles
 
 # Record bytes below this size are copied into the response; larger runs are
 # streamed from the segment files with sendfile.
 SENDFILE_MIN_BYTES = 16 * 1024
-SESSIONLESS = Sessionless()
 
 
 class FileRecords:
@@ -145,19 +144,22 @@ def build_response(ctx, request, replica_id: int, read_committed: bool) -> tuple
     errors = False
     responses = []
     for topic in request.topics:
-        name, topic_id = resolve_topic(ctx, topic, by_id)
         parts = []
-        if name is None and by_id:
-            parts = [empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partitions]
-            errors = errors or bool(parts)
+        if by_id:
+            name, topic_id = resolve_topic(ctx, topic, True)
+            responses.append({"topic": name, "topic_id": topic_id, "partitions": parts})
+            if name is None:
+                parts += [empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partitions]
+                errors = errors or bool(parts)
+                continue
         else:
-            for p in topic.partitions:
-                entry, size = read_partition(ctx, name, p, budget - total, total == 0, replica_id,
-                                             read_committed)
-                total += size
-                errors = errors or entry["error_code"] != 0
-                parts.append(entry)
-        responses.append({"topic": name, "topic_id": topic_id, "partitions": parts})
+            name = topic.topic
+            responses.append({"topic": name, "partitions": parts})
+        for p in topic.partitions:
+            entry, size = read_partition(ctx, name, p, budget - total, total == 0, replica_id, read_committed)
+            total += size
+            errors = errors or entry["error_code"] != 0
+            parts.append(entry)
     return responses, total, errors
 
 
@@ -285,7 +287,7 @@ def new_session(ctx, request, context: Full, responses: list[dict]) -> int:
     partitions = []
     for topic, answered in zip(request.topics, responses):
         for p, entry in zip(topic.partitions, answered["partitions"]):
-            cp = CachedPartition(answered["topic"], answered["topic_id"], p.partition, p.fetch_offset,
+            cp = CachedPartition(answered["topic"], answered.get("topic_id"), p.partition, p.fetch_offset,
                                  p.partition_max_bytes)
             cp.update_request(p)
             cp.high_watermark = entry["high_watermark"]
@@ -296,33 +298,50 @@ def new_session(ctx, request, context: Full, responses: list[dict]) -> int:
 
 
 def fetch_context(ctx, request, replica_id: int):
-    """Sessionless for v4-6 and for (session 0, epoch -1), the fast path taken by librdkafka
-    and aiokafka; otherwise what the session cache says."""
-    if ctx.api_version < 7 or (request.session_epoch == FINAL_EPOCH and request.session_id == 0):
-        return SESSIONLESS
+    """What the session cache makes of a v7+ request that is not (session 0, epoch -1)."""
     return ctx.broker.fetch_sessions.new_context(
         ctx.api_version, request.session_id, request.session_epoch, replica_id >= 0,
         lambda ids: request_partitions(ctx, request, ids), lambda ids: forgotten_keys(request, ids),
         ctx.broker.clock.now_ms())
 
 
-def replica_of(ctx, request) -> int:
-    if ctx.api_version < 15:
-        return request.replica_id
+def replica_state_id(request) -> int:
+    """v15+ moved the follower's id into the tagged ReplicaState."""
     state = request.replica_state
     return state.replica_id if state is not None else -1
 
 
+def deadline_of(ctx, request) -> float:
+    max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
+    return trio.current_time() + max_wait_ms / 1000
+
+
 @handles(1, 4, 17)
 async def handle_fetch(ctx, request):
-    replica_id = replica_of(ctx, request)
+    version = ctx.api_version
+    replica_id = request.replica_id if version < 15 else replica_state_id(request)
+    read_committed = request.isolation_level == 1
+    if version >= 7 and (request.session_epoch != FINAL_EPOCH or request.session_id != 0):
+        return await session_fetch(ctx, request, replica_id, read_committed)
+    # sessionless (v4-6, or session 0 with epoch -1: librdkafka, aiokafka): the hot path, no cache
+    max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
+    deadline = trio.current_time() + max_wait_ms / 1000
+    while True:
+        responses, total, errors = build_response(ctx, request, replica_id, read_committed)
+        if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
+            break
+        await park(ctx, waited_partitions(responses), deadline)
+    materialize(responses)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+async def session_fetch(ctx, request, replica_id: int, read_committed: bool) -> dict:
+    """A fetch that names a session or asks for one (kwire.fetch_sessions)."""
     context = fetch_context(ctx, request, replica_id)
     if type(context) is SessionError:
         return {"throttle_time_ms": 0, "error_code": int(context.error_code), "session_id": 0,
                 "responses": []}
-    read_committed = request.isolation_level == 1
-    max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
-    deadline = trio.current_time() + max_wait_ms / 1000
+    deadline = deadline_of(ctx, request)
     incremental = type(context) is Incremental
     while True:
         if incremental:
@@ -331,7 +350,8 @@ async def handle_fetch(ctx, request):
             responses, total, errors = build_response(ctx, request, replica_id, read_committed)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
-        await park(ctx, waited_partitions(request, context, responses if not incremental else None), deadline)
+        await park(ctx, session_partitions(context.session) if incremental else waited_partitions(responses),
+                   deadline)
     session_id = 0
     if incremental:
         session_id = context.session.id
@@ -345,8 +365,10 @@ async def handle_fetch(ctx, request):
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": responses}
 
 
-def waited_partitions(request, context, responses) -> list[tuple[str, int]]:
-    if responses is None:
-        return [(cp.topic, cp.partition) for cp in context.session.partitions.values() if cp.topic is not None]
+def session_partitions(session) -> list[tuple[str, int]]:
+    return [(cp.topic, cp.partition) for cp in session.partitions.values() if cp.topic is not None]
+
+
+def waited_partitions(responses) -> list[tuple[str, int]]:
     return [(t["topic"], p["partition_index"]) for t in responses if t["topic"] is not None
             for p in t["partitions"]]
