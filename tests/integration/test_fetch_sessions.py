@@ -9,7 +9,10 @@ partitions each incremental request lists.
 - kafka-python 3.0: Fetch v12 by name with incremental sessions, and the same recovery.
 - librdkafka 2.x: Fetch by topic id, never a session (session 0, epoch -1: librdkafka has no
   KIP-227), all records.
-- AdminClient.describeTopics (tests/java/FetchDescribe.java): DescribeTopicPartitions, paged.
+- AdminClient.describeTopics (tests/java/FetchDescribe.java) and kafka-python's
+  KafkaAdminClient.describe_topic_partitions: DescribeTopicPartitions, paged with its cursor.
+- Fetch v17 by the id of a deleted, then recreated, topic: UNKNOWN_TOPIC_ID (kafka-python's
+  generated request classes over a socket).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from kwire.codecs.errors import ErrorCode as E
 from tests.support.broker import BrokerProcess
@@ -73,20 +76,25 @@ def fill(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: b
     assert producer.flush(30) == 0
 
 
-def close_session(bootstrap: str, session_id: int) -> None:
-    """What an eviction does to a client: its session is gone.  A full fetch naming the session
-    with epoch -1 closes it (KIP-227), sent here with kafka-python's generated classes."""
+def raw_fetch(bootstrap: str, version: int, **fields):
+    """One Fetch over a socket of its own, built and decoded with kafka-python's generated
+    classes (header v2: the requests are flexible from v12)."""
     host, port = bootstrap.split(":")
-    body = FetchRequest[12](replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1024, isolation_level=0,
-                            session_id=session_id, session_epoch=-1, topics=[], forgotten_topics_data=[],
-                            rack_id="").encode(version=12)
-    header = struct.pack(">hhih", 1, 12, 1, 4) + b"test" + b"\x00"
+    body = FetchRequest[version](replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                 rack_id="", forgotten_topics_data=[], **fields).encode(version=version)
+    header = struct.pack(">hhih", 1, version, 1, 4) + b"test" + b"\x00"
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall(struct.pack(">i", len(header) + len(body)) + header + bytes(body))
         size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
         frame = s.recv(size, socket.MSG_WAITALL)
-    _correlation, _tags, _throttle, error, session = struct.unpack_from(">ibihi", frame)
-    assert (error, session) == (0, 0)
+    return FetchResponse.decode(memoryview(frame)[5:], version=version)   # after correlation id, tags
+
+
+def close_session(bootstrap: str, session_id: int) -> None:
+    """What an eviction does to a client: its session is gone.  A full fetch naming the session
+    with epoch -1 closes it (KIP-227)."""
+    r = raw_fetch(bootstrap, 12, session_id=session_id, session_epoch=-1, topics=[])
+    assert (r.error_code, r.session_id) == (0, 0)
 
 
 def session_in_use(proxy) -> int:
@@ -245,5 +253,34 @@ def test_kafka_python_admin_describe_topic_partitions_with_its_cursor(broker):
         assert str(first["topics"][0]["topic_id"]) == str(ids[topic])
         missing = admin.describe_topic_partitions([f"{topic}-nope"])
         assert missing["topics"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        admin.close()
+
+
+def test_fetch_by_the_id_of_a_deleted_or_recreated_topic_is_unknown_topic_id(broker):
+    from kafka.admin import KafkaAdminClient
+    topic = create_and_fill(broker.bootstrap, 1, 3)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+
+    def fetch_by_id(topic_id):
+        T = FetchRequest.FetchTopic
+        r = raw_fetch(broker.bootstrap, 17, session_id=0, session_epoch=-1, topics=[T(topic_id=topic_id, partitions=[
+            T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                             log_start_offset=-1, partition_max_bytes=1 << 20)])])
+        return r.responses[0].partitions[0]
+
+    try:
+        old = uuid.UUID(str(admin.describe_topics([topic])[0]["topic_id"]))
+        assert (fetch_by_id(old).error_code, fetch_by_id(old).high_watermark) == (0, 3)
+        admin.delete_topics([topic])
+        deadline = time.monotonic() + 10
+        while fetch_by_id(old).error_code != E.UNKNOWN_TOPIC_ID and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fetch_by_id(old).error_code == E.UNKNOWN_TOPIC_ID
+        create_and_fill(broker.bootstrap, 1, 2, topic=topic)
+        new = uuid.UUID(str(admin.describe_topics([topic])[0]["topic_id"]))
+        assert new != old
+        assert fetch_by_id(old).error_code == E.UNKNOWN_TOPIC_ID
+        assert (fetch_by_id(new).error_code, fetch_by_id(new).high_watermark) == (0, 2)
     finally:
         admin.close()
