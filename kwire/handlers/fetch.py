@@ -233,7 +233,8 @@ def build_incremental(ctx, request, session, replica_id: int, read_committed: bo
         if skip_idle and cp.topic is not None:
             topic = topics.get(cp.topic)
             if topic is not None and (not by_id or topic.topic_id == cp.topic_id) and \
-                    0 <= cp.partition < len(topic.partitions) and idle(topic.partitions[cp.partition], cp, read_committed):
+                    0 <= cp.partition < len(topic.partitions) and \
+                    idle(topic.partitions[cp.partition], cp, read_committed):
                 continue
         code = session_partition(ctx, cp, session.uses_topic_ids)
         if code is not None:
