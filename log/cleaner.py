@@ -82,9 +82,10 @@ PartitionLog = Any
 logger = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-# Memory one offset-map entry costs in CPython (int key from hash(), int offset, dict slot),
-# measured with tracemalloc at about 100 bytes; log.cleaner.dedupe.buffer.size / this = keys.
-MAP_ENTRY_BYTES = 128
+# Memory one offset-map entry costs in CPython (int key from hash(), int offset, dict slot
+# and its share of the table's growth), measured at about 159 bytes with the map full
+# (bench/cleaner.py); log.cleaner.dedupe.buffer.size / this = keys.
+MAP_ENTRY_BYTES = 160
 WRITE_CHUNK = 512 * 1024
 PAUSE_ENV = "KWIRE_CLEANER_PAUSE_AT"
 SWAP_END = ".swapend"
@@ -201,7 +202,7 @@ class CleanResult:
     read_bytes: int
     written_bytes: int
     seconds: float
-    dirty_bytes: int = 0         # of the dirty segments this pass reached (a full map stops early)
+    dirty_bytes: int = 0         # of dirty batches this pass mapped (a full map stops early)
 
     def summary(self) -> str:
         dirty = self.dirty_bytes
@@ -282,20 +283,23 @@ def _batches_from(fd: int, segment: LogSegment, limits: CleanerLimits, counter: 
 
 
 def build_offset_map(plan: CleanPlan, limits: CleanerLimits, aborted: _Aborted,
-                     counter: list[int]) -> tuple[dict[int, int], int]:
+                     counter: list[int]) -> tuple[dict[int, int], int, int]:
     """key hash -> latest offset over [first_dirty, first_uncleanable), at most
-    ``limits.max_entries`` keys; returns (map, end offset of the mapped range)."""
+    ``limits.max_entries`` keys; returns (map, end offset of the mapped range, bytes of the
+    dirty batches it covered)."""
     offsets: dict[int, int] = {}
     capacity = max(1, limits.max_entries)
+    covered = 0
     for segment in plan.segments:
         if segment.next_offset <= plan.first_dirty:
             continue
         for header, data in _batches(segment, limits, counter):
-            if header.last_offset < plan.first_dirty or header.is_control:
+            if header.last_offset < plan.first_dirty:
                 continue
             if header.base_offset >= plan.first_uncleanable:
-                return offsets, plan.first_uncleanable
-            if header.is_transactional and aborted.contains(header):
+                return offsets, plan.first_uncleanable, covered
+            if header.is_control or (header.is_transactional and aborted.contains(header)):
+                covered += header.size
                 continue
             _body, spans = records.batch_records(data, header)
             for span in spans:
@@ -304,9 +308,10 @@ def build_offset_map(plan: CleanPlan, limits: CleanerLimits, aborted: _Aborted,
                     continue
                 key = hash(span.key)
                 if key not in offsets and len(offsets) >= capacity:
-                    return offsets, offset
+                    return offsets, offset, covered
                 offsets[key] = offset
-    return offsets, plan.first_uncleanable
+            covered += header.size
+    return offsets, plan.first_uncleanable, covered
 
 
 def group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
@@ -342,10 +347,11 @@ class _TxnTracker:
 def _clean_batch(header: BatchHeader, data: bytes, offsets: dict[int, int], plan: CleanPlan,
                  aborted: _Aborted, txns: _TxnTracker, past_horizon: bool, end: int) -> bytes | None:
     """The batch as it goes into the cleaned segment, or None if it goes entirely.  A batch
-    reaching ``end`` (the offset map's end: at most the high watermark and the last stable
-    offset) is copied as it is: what lies above may still change (a truncation, an open
-    transaction) and the map says nothing about it."""
-    if header.last_offset >= end:
+    starting at or after ``end`` (the offset map's end: at most the high watermark and the
+    last stable offset) is copied as it is: what lies above may still change (a truncation,
+    an open transaction) and the map says nothing about it; in a batch the map's end cuts
+    (a full map), the records from ``end`` on are kept as they are (Kafka's rule per record)."""
+    if header.base_offset >= end:
         return data
     last_of_producer = header.producer_id >= 0 and \
         plan.last_batches.get(header.producer_id) == header.last_offset
@@ -362,6 +368,9 @@ def _clean_batch(header: BatchHeader, data: bytes, offsets: dict[int, int], plan
         body, spans = records.batch_records(data, header)
         kept = []
         for span in spans:
+            if header.base_offset + span.offset_delta >= end:
+                kept.append(span)
+                continue
             if span.key is None:
                 continue
             latest = offsets.get(hash(span.key))
@@ -435,7 +444,7 @@ def clean(plan: CleanPlan, limits: CleanerLimits) -> CleanResult:
     made: list[LogSegment] = []
     try:
         aborted = _Aborted(plan.log.segments)
-        offsets, end = build_offset_map(plan, limits, aborted, counter)
+        offsets, end, covered = build_offset_map(plan, limits, aborted, counter)
         todo = [s for s in plan.segments if s.base_offset < end]
         groups = group_segments(todo, plan.log.config.segment_bytes)
         txns = _TxnTracker()
@@ -456,9 +465,8 @@ def clean(plan: CleanPlan, limits: CleanerLimits) -> CleanResult:
             if segment.suffix == ".cleaned":
                 segment.delete()
         raise
-    dirty = sum(s.size for s in todo if s.next_offset > plan.first_dirty)
     return CleanResult(plan, pairs, end, len(offsets), counter[0], counter[1],
-                       time.monotonic() - started, dirty)
+                       time.monotonic() - started, covered)
 
 
 def _segment_end(plan: CleanPlan, segment: LogSegment) -> int:

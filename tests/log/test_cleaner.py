@@ -187,11 +187,24 @@ def test_a_small_offset_map_cleans_in_several_passes(open_log):
             break
         result = clean_once(log, checkpoint=checkpoint, entries=3)
         assert result.map_entries <= 3
+        below = [k for o, k, _v in read_all(log) if o < result.end_offset]
+        assert len(below) == len(set(below)), f"superseded records left below {result.end_offset}"
         checkpoint, passes = result.end_offset, passes + 1
         assert passes < 50
     assert passes > 1
     closed = [e for e in before if e[0] < log.segments[-1].base_offset]
     assert [e for e in read_all(log) if e[0] < log.segments[-1].base_offset] == latest(closed)
+
+
+def test_a_full_map_in_the_middle_of_a_batch_still_cleans_what_lies_below_its_end(open_log):
+    log = open_log(**COMPACT)
+    log.append(keyed_batch([(b"a", b"0")]), now_ms=NOW)
+    log.append(keyed_batch([(b"a", b"1"), (b"b", b"2"), (b"a", b"3"), (b"c", b"4"), (b"c", b"5")]), now_ms=NOW)
+    fill(log, rounds=1)
+    result = clean_once(log, entries=2)
+    assert result.end_offset == 4                              # the map filled at c@4
+    got = [(o, k) for o, k, _v in read_all(log) if o < 6]
+    assert got == [(2, b"b"), (3, b"a"), (4, b"c"), (5, b"c")]  # a@0 and a@1 gone; c untouched
 
 
 def test_aborted_transactions_are_removed_and_their_markers_later(open_log):
