@@ -28,7 +28,6 @@ if str(BENCH_DIR) not in sys.path:
 
 import group_workloads as gw  # noqa: E402
 from run import (  # noqa: E402
-    KNOWN_BROKERS,
     Broker,
     _combine,
     _fmt,
@@ -37,6 +36,7 @@ from run import (  # noqa: E402
     log,
     run_in_child,
     start_broker,
+    parse_brokers,
 )
 
 KWIRE_GROUP_ARGS = ["--override", "group.initial.rebalance.delay.ms=0"]
@@ -285,10 +285,7 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     args = ap.parse_args(argv)
 
-    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    for b in brokers:
-        if b not in KNOWN_BROKERS:
-            ap.error(f"unknown broker {b!r}; choose from {KNOWN_BROKERS}")
+    brokers = parse_brokers(ap, args.brokers)
     selected = sorted({w.strip() for w in args.workloads.split(",")
                        if w.strip()})
     for w in selected:

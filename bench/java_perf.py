@@ -45,7 +45,6 @@ if str(BENCH_DIR) not in sys.path:
 
 import workloads as wl  # noqa: E402
 from run import (  # noqa: E402
-    KNOWN_BROKERS,
     REPO_DIR,
     _combine,
     _fmt,
@@ -54,6 +53,7 @@ from run import (  # noqa: E402
     failures_and_notes,
     log,
     start_broker,
+    parse_brokers,
 )
 
 MODULE = "java-perf"
@@ -348,10 +348,7 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--keep-data", action="store_true")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     args = ap.parse_args(argv)
-    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    for b in brokers:
-        if b not in KNOWN_BROKERS:
-            ap.error(f"unknown broker {b!r}; choose from {KNOWN_BROKERS}")
+    brokers = parse_brokers(ap, args.brokers)
     return args, brokers
 
 

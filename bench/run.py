@@ -777,6 +777,15 @@ def environment(args) -> dict:
     return env
 
 
+def parse_brokers(ap, value: str) -> list[str]:
+    """The comma-separated ``--brokers`` value as a list; ``ap.error`` for an unknown name."""
+    brokers = [b.strip() for b in value.split(",") if b.strip()]
+    for b in brokers:
+        if b not in KNOWN_BROKERS:
+            ap.error(f"unknown broker {b!r}; choose from {KNOWN_BROKERS}")
+    return brokers
+
+
 def parse_args(argv: list[str] | None):
     ap = argparse.ArgumentParser(
         description="Benchmark kwire against the Tansu reference broker.")
@@ -806,10 +815,7 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     args = ap.parse_args(argv)
 
-    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    for b in brokers:
-        if b not in KNOWN_BROKERS:
-            ap.error(f"unknown broker {b!r}; choose from {KNOWN_BROKERS}")
+    brokers = parse_brokers(ap, args.brokers)
     selected = [w.strip() for w in args.workloads.split(",") if w.strip()]
     for w in selected:
         if w not in WORKLOADS:

@@ -55,7 +55,6 @@ from confluent_kafka import (  # noqa: E402
 
 import workloads as wl  # noqa: E402
 from run import (  # noqa: E402
-    KNOWN_BROKERS,
     _combine,
     _fmt,
     broker_heading,
@@ -64,6 +63,7 @@ from run import (  # noqa: E402
     log,
     run_in_child,
     start_broker,
+    parse_brokers,
 )
 
 MODULE = "transactions"
@@ -715,10 +715,7 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--keep-data", action="store_true")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     args = ap.parse_args(argv)
-    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    for b in brokers:
-        if b not in KNOWN_BROKERS:
-            ap.error(f"unknown broker {b!r}; choose from {KNOWN_BROKERS}")
+    brokers = parse_brokers(ap, args.brokers)
     if args.records_per_txn < 1:
         ap.error("--records-per-txn must be at least 1")
     WORKLOADS["T2"] = (f"transactional produce 1 KiB, "
