@@ -4,7 +4,6 @@ pipeline with sendOffsetsToTransaction(offsets, groupMetadata) across an aborted
 and a Java read_committed consumer over transactions written by confluent-kafka."""
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 
@@ -12,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.java import java_available, start_java, stop
+from tests.support.java import java_available, run_to_end
 
 
 @pytest.fixture(autouse=True)
@@ -34,18 +33,10 @@ def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
 def run_java(tmp_path, *args, timeout: float = 60) -> list[str]:
     """Run ``TxnPipeline *args`` to its end; its stdout lines (the last one starts with DONE)."""
     stderr_path = tmp_path / f"TxnPipeline-{args[0]}-{time.monotonic_ns()}.stderr"
-    with open(stderr_path, "w") as stderr:
-        proc = start_java("TxnPipeline", *args, stdout=subprocess.PIPE, stderr=stderr)
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop(proc)
-            out = proc.stdout.read()
-        finally:
-            stop(proc)
+    out, code = run_to_end("TxnPipeline", *args, stderr_path=stderr_path, timeout=timeout)
     lines = out.splitlines()
-    assert proc.returncode == 0 and lines and lines[-1].startswith("DONE"), (
-        f"TxnPipeline {args[0]} exited {proc.returncode}; last lines {lines[-5:]}\n"
+    assert code == 0 and lines and lines[-1].startswith("DONE"), (
+        f"TxnPipeline {args[0]} exited {code}; last lines {lines[-5:]}\n"
         f"stderr: {stderr_path.read_text()[-3000:]}")
     return lines
 

@@ -10,14 +10,13 @@ Everything here skips, saying why, when ``../shared/jars``, ``java`` or ``javac`
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 
 import pytest
 
 import kwire.testing
-from tests.support.java import java_available, start_java, stop
+from tests.support.java import java_available, run_to_end
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -66,16 +65,8 @@ def run_checks(tmp_path_factory, main_class: str, bootstrap: str, timeout: float
     prefix = f"jc-{uuid.uuid4().hex[:8]}"
     stderr_path = tmp_path_factory.mktemp(main_class) / "stderr.txt"
     started = time.monotonic()
-    with open(stderr_path, "w") as stderr:
-        proc = start_java(main_class, bootstrap, prefix, stdout=subprocess.PIPE, stderr=stderr)
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop(proc)
-            out = proc.stdout.read()
-        finally:
-            stop(proc)
-    result = JavaChecks(main_class, out.splitlines(), proc.returncode, stderr_path.read_text())
+    out, code = run_to_end(main_class, bootstrap, prefix, stderr_path=stderr_path, timeout=timeout)
+    result = JavaChecks(main_class, out.splitlines(), code, stderr_path.read_text())
     print(f"\n{main_class}: {len(result.checks)} checks in {time.monotonic() - started:.1f} s "
-          f"(exit {proc.returncode})")
+          f"(exit {code})")
     return result

@@ -31,7 +31,8 @@ JARS = REPO_ROOT.parent / "shared" / "jars"
 CLIENT_JAR = "kafka-clients-4.0.0-SNAPSHOT.jar"
 SOURCES = REPO_ROOT / "tests" / "java"
 
-__all__ = ["JARS", "SOURCES", "java_available", "client_classpath", "compile_sources", "start_java", "stop"]
+__all__ = ["JARS", "SOURCES", "java_available", "client_classpath", "compile_sources", "run_to_end",
+           "start_java", "stop"]
 
 
 def java_available() -> tuple[bool, str]:
@@ -95,6 +96,21 @@ def start_java(main_class: str, *args: Any, sources: Path = SOURCES, jvm_args: t
     command = ["java", f"-Djava.library.path={JARS / 'deps' / 'native'}", *jvm_args,
                "-cp", os.pathsep.join([str(classes), client_classpath()]), main_class, *map(str, args)]
     return subprocess.Popen(command, **popen_kwargs)
+
+
+def run_to_end(main_class: str, *args: Any, stderr_path: Path, timeout: float = 60) -> tuple[str, int]:
+    """Run ``main_class args`` to its end (stopped after ``timeout`` s) with stderr in
+    ``stderr_path``; its (stdout, exit code)."""
+    with open(stderr_path, "w") as stderr:
+        proc = start_java(main_class, *args, stdout=subprocess.PIPE, stderr=stderr)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            out = proc.stdout.read()
+        finally:
+            stop(proc)
+    return out, proc.returncode
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10) -> int:
