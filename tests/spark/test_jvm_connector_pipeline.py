@@ -2,7 +2,6 @@
 for its three sources and the update-mode topic sink), with exact windowed aggregates and a
 rerun from the checkpoint; and ``kwire spark-demo --source kafka --kafka-jars <folder>`` as
 a user runs it, in a process of its own."""
-import json
 import os
 import subprocess
 import sys
@@ -13,8 +12,7 @@ from kwire.spark import activity as A
 from kwire.spark.session import choose_connector, expand_kafka_jars
 
 from .conftest import SHARED_JARS, shared_connector_jars
-from .helpers import consume_all
-from .test_activity import MINUTE, T0, assert_exact, config, produce
+from .test_activity import MINUTE, T0, assert_exact, assert_topic_then_resume, config, produce
 
 pytestmark = pytest.mark.clients
 
@@ -25,18 +23,7 @@ def test_pipeline_on_the_jvm_connector_exact_then_resumed(jvm_spark, broker, top
     A.run_available_now(jvm_spark, cfg, timeout_s=150)
     views = assert_exact(jvm_spark, cfg, events, logs)
     assert {w for w, _ in views} == {T0 + m * MINUTE for m in range(4)}   # minute 4 still open
-    latest = {}
-    for r in consume_all(cfg.bootstrap, cfg.output_topic):
-        v = json.loads(r.value)
-        latest[(v["window_start"], v["page"])] = v["views"]
-    expected_all = A.expected_page_views(events)
-    assert len(latest) == len(expected_all)
-    assert sorted(latest.values()) == sorted(expected_all.values())
-
-    more_events, more_logs = produce(cfg, 5)
-    A.run_available_now(jvm_spark, cfg, timeout_s=150)
-    views = assert_exact(jvm_spark, cfg, events + more_events, logs + more_logs)
-    assert {w for w, _ in views} == {T0 + m * MINUTE for m in range(9)}
+    assert_topic_then_resume(jvm_spark, cfg, events, logs)
 
 
 def test_kafka_jars_takes_a_folder_or_a_list():
