@@ -83,9 +83,10 @@ logger = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 # Memory one offset-map entry costs in CPython (int key from hash(), int offset, dict slot
-# and its share of the table's growth), measured at about 159 bytes with the map full
-# (bench/cleaner.py); log.cleaner.dedupe.buffer.size / this = keys.
-MAP_ENTRY_BYTES = 160
+# and its share of the table, which doubles as it grows): 159-185 bytes measured with maps of
+# 100k-750k keys (bench/cleaner.py), so 192 keeps a full map inside the buffer it is given;
+# log.cleaner.dedupe.buffer.size x log.cleaner.io.buffer.load.factor / this = keys.
+MAP_ENTRY_BYTES = 192
 WRITE_CHUNK = 512 * 1024
 PAUSE_ENV = "KWIRE_CLEANER_PAUSE_AT"
 SWAP_END = ".swapend"
