@@ -53,7 +53,7 @@ def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
             "error_code": 0, "error_message": None}
 
 
-@handles(10, 0, 4)
+@handles(10, 0, 6)
 async def handle_find_coordinator(ctx, request):
     key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
     try:
@@ -158,12 +158,15 @@ async def handle_offset_fetch(ctx, request):
             "error_code": 0}
 
 
-@handles(15, 0, 5)
+@handles(15, 0, 6)
 async def handle_describe_groups(ctx, request):
     out = []
     for group_id in request.groups:
         d = service(ctx).describe(group_id)
-        out.append({"error_code": int(d.error), "error_message": None, "group_id": group_id,
+        error, message = int(d.error), None
+        if ctx.api_version >= 6 and error == 0 and d.state == "Dead":     # KIP-1043: say it
+            error, message = int(ErrorCode.GROUP_ID_NOT_FOUND), f"Group {group_id} not found."
+        out.append({"error_code": error, "error_message": message, "group_id": group_id,
                     "group_state": d.state, "protocol_type": d.protocol_type or "",
                     "protocol_data": d.protocol_name or "",
                     "members": [{"member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,

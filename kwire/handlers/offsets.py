@@ -51,7 +51,7 @@ def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dic
     return entry
 
 
-@handles(2, 1, 11)
+@handles(2, 1, 10)
 async def handle_list_offsets(ctx, request):
     read_committed = getattr(request, "isolation_level", 0) == 1
     topics = [{"name": t.name, "partitions": [list_partition(ctx, t.name, p, read_committed)
