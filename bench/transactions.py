@@ -77,12 +77,16 @@ WORKLOADS = {
     "T2": "transactional produce 1 KiB, N/txn",  # N: --records-per-txn
     "T3": "consume T2 topic, read_uncommitted",
     "T4": "consume T2 topic, read_committed",
+    "T5": "T1 from P producers at once",           # P: --producers
+    "T6": "T2 from P producers at once",
 }
 # (label, numerator, denominator, target): ratios of records/s medians
 RATIOS = [
     ("transactional / idempotent produce", "T2", "T1", 0.70),
     ("read_committed / read_uncommitted", "T4", "T3", 0.90),
+    ("the same with P producers at once", "T6", "T5", 0.70),
 ]
+PRODUCERS = 4
 
 
 # --------------------------------------------------------------------------
@@ -171,10 +175,18 @@ def _producer(bootstrap: str, errs, log_path: str | None, dr,
     return Producer(conf)
 
 
+def _wait_until(start_at: float | None) -> None:
+    """Concurrent producers (T5, T6) start their clocks together, at ``start_at``
+    (time.time()), once each has done its warm-up."""
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+
+
 def idempotent_produce(bootstrap: str, topic: str, count: int, size: int,
                        partitions: int, timeout_s: float,
                        stall_s: float = 60.0,
-                       log_path: str | None = None) -> dict:
+                       log_path: str | None = None,
+                       start_at: float | None = None) -> dict:
     """Workload 2's produce loop with enable.idempotence=true; the clock runs
     from the first produce() to the last delivery report, after a warm-up."""
     errs = wl._ClientErrors()
@@ -195,9 +207,11 @@ def idempotent_produce(bootstrap: str, topic: str, count: int, size: int,
         return wl._result(False, f"warm-up record not acknowledged: "
                                  f"{dr.first_err}. {errs.summary()}")
     dr.ok = 0
+    _wait_until(start_at)
     stats.reset()
     cpu0 = wl._cpu_s()
     t0 = time.perf_counter()
+    wall0 = time.time()
     deadline = time.monotonic() + timeout_s
     watch = wl._StallWatch(stall_s)
     failure = None
@@ -215,7 +229,7 @@ def idempotent_produce(bootstrap: str, topic: str, count: int, size: int,
     stats.wait_window(p)
     metrics = wl._produce_metrics(count, size, "all", partitions, dr, elapsed,
                                   client_cpu)
-    metrics.update(stats.metrics())
+    metrics.update(stats.metrics(), wall_start=wall0, wall_end=wall0 + elapsed)
     failure = wl._produce_failure(failure, dr, count, errs)
     return wl._result(failure is None, failure, metrics)
 
@@ -321,7 +335,8 @@ def _txn_metrics(commit_s: list, elapsed: float, per_txn: int,
 def transactional_produce(bootstrap: str, topic: str, count: int, size: int,
                           per_txn: int, partitions: int, transactional_id: str,
                           timeout_s: float,
-                          log_path: str | None = None) -> dict:
+                          log_path: str | None = None,
+                          start_at: float | None = None) -> dict:
     """``count // per_txn`` committed transactions of ``per_txn`` records; the
     clock runs from the first begin_transaction() to the last commit's return
     (init_transactions() is done before it starts)."""
@@ -346,9 +361,11 @@ def transactional_produce(bootstrap: str, topic: str, count: int, size: int,
     except KafkaException as e:
         return wl._result(False, f"init_transactions failed: {e}. "
                                  f"{errs.summary()}")
+    _wait_until(start_at)
     stats.reset()
     cpu0 = wl._cpu_s()
     t0 = time.perf_counter()
+    wall0 = time.time()
     try:
         commit_s = _run_transactions(p, topic, os.urandom(size), txns,
                                      per_txn, time.monotonic() + timeout_s,
@@ -362,7 +379,8 @@ def transactional_produce(bootstrap: str, topic: str, count: int, size: int,
     stats.wait_window(p)  # also serves any delivery report still queued
     metrics = wl._produce_metrics(txns * per_txn, size, "all", partitions, dr,
                                   elapsed, client_cpu)
-    metrics.update(_txn_metrics(commit_s, elapsed, per_txn, stats.metrics()))
+    metrics.update(_txn_metrics(commit_s, elapsed, per_txn, stats.metrics()),
+                   wall_start=wall0, wall_end=wall0 + elapsed)
     if failure is None and dr.ok != txns * per_txn:
         failure = (f"{dr.ok} of {txns * per_txn} records acknowledged after "
                    f"the last commit")
@@ -381,6 +399,7 @@ def plan(args) -> dict:
         "count": COUNT // scale,
         "record_bytes": SIZE,
         "records_per_txn": args.records_per_txn,
+        "producers": max(1, args.producers),
         "partitions": PARTITIONS,
         "repeat": max(1, args.repeat),
         "timeout_s": args.timeout,
@@ -406,12 +425,19 @@ def _calls(b, params: dict, run_id: str, rep: int) -> list[tuple]:
                               ("T4", "read_committed"))]
     if rep % 2:
         reads.reverse()
+    n = params["producers"]
+    each = dict(produce, count=params["count"] // n)
     return [("T1", "idempotent_produce", dict(topic=f"bench-t1-{sfx}",
                                               **produce)),
             ("T2", "transactional_produce", dict(
                 topic=txn_topic, per_txn=params["records_per_txn"],
                 transactional_id=f"bench-txn-{sfx}", **produce)),
-            *reads]
+            *reads,
+            ("T5", "idempotent_produce", [dict(each, topic=f"bench-t5-{sfx}-{i}")
+                                          for i in range(n)]),
+            ("T6", "transactional_produce", [dict(
+                each, topic=f"bench-t6-{sfx}-{i}", per_txn=params["records_per_txn"],
+                transactional_id=f"bench-txn6-{sfx}-{i}") for i in range(n)])]
 
 
 class _PySpy:
@@ -480,7 +506,46 @@ def summarise_folded(path: Path, top: int = 12) -> dict:
             "inclusive": share(incl) if total else []}
 
 
+def _measure_together(b, fn: str, kwargs_list: list[dict]) -> dict:
+    """``fn`` in one child process per kwargs, their clocks started together (after
+    each one's warm-up); records/s = all records / (last end - common start)."""
+    import threading
+    start_at = time.time() + 8.0          # time for every child's warm-up
+    results: list = [None] * len(kwargs_list)
+    cpu0 = b.cpu_seconds()
+
+    def one(i: int) -> None:
+        kw = dict(kwargs_list[i], start_at=start_at)
+        results[i] = run_in_child(b, fn, kw, kw["timeout_s"] + 60, module=MODULE)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(kwargs_list))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu1 = b.cpu_seconds()
+    bad = [r for r in results if not (r and r.get("ok"))]
+    if bad:
+        return {"ok": False, "metrics": {}, "notes": [],
+                "error": f"{len(bad)} of {len(results)} producers failed: "
+                         f"{(bad[0] or {}).get('error')}"}
+    ms = [r["metrics"] for r in results]
+    late = max(m["wall_start"] for m in ms) - start_at
+    elapsed = max(m["wall_end"] for m in ms) - start_at
+    records = sum(m["records"] for m in ms)
+    size = records and sum(m.get("mb_per_s", 0) * m["elapsed_s"] for m in ms) / records
+    metrics = {"records": records, "elapsed_s": round(elapsed, 3),
+               "records_per_s": round(records / elapsed, 1),
+               "mb_per_s": round(size * records / elapsed, 2),
+               "producers": len(ms), "late_start_s": round(late, 3),
+               "client_cpu_s": round(sum(m.get("client_cpu_s", 0) for m in ms), 2)}
+    if cpu0 is not None and cpu1 is not None:
+        metrics["broker_cpu_s"] = round(cpu1 - cpu0, 2)
+    return {"ok": True, "metrics": metrics, "notes": [], "error": None}
+
+
 def _measure(b, fn: str, kwargs: dict, profile: Path | None = None) -> dict:
+    if isinstance(kwargs, list):
+        return _measure_together(b, fn, kwargs)
     spy = _PySpy(b.proc.pid, profile) if profile is not None else None
     load = os.getloadavg()
     cpu0 = b.cpu_seconds()
@@ -697,6 +762,8 @@ def parse_args(argv: list[str] | None):
                     help="run T1-T4 N times (interleaved) and report medians")
     ap.add_argument("--json", metavar="PATH",
                     help="also write the JSON results here")
+    ap.add_argument("--producers", type=int, default=PRODUCERS,
+                    help=f"producers at once in T5 and T6 (default {PRODUCERS})")
     ap.add_argument("--records-per-txn", type=int, default=PER_TXN,
                     metavar="N", help=f"records per transaction in T2 "
                                       f"(default {PER_TXN})")
