@@ -506,7 +506,7 @@ def summarise_folded(path: Path, top: int = 12) -> dict:
             "inclusive": share(incl) if total else []}
 
 
-def _measure_together(b, fn: str, kwargs_list: list[dict]) -> dict:
+def _measure_together(b, fn: str, kwargs_list: list[dict], profile: Path | None = None) -> dict:
     """``fn`` in one child process per kwargs, their clocks started together (after
     each one's warm-up); records/s = all records / (last end - common start)."""
     import threading
@@ -520,9 +520,14 @@ def _measure_together(b, fn: str, kwargs_list: list[dict]) -> dict:
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(kwargs_list))]
     for t in threads:
         t.start()
+    spy = None
+    if profile is not None:                 # from the common start on
+        time.sleep(max(0.0, start_at - time.time() - 0.5))
+        spy = _PySpy(b.proc.pid, profile)
     for t in threads:
         t.join()
     cpu1 = b.cpu_seconds()
+    spied = spy.stop() if spy is not None else None
     bad = [r for r in results if not (r and r.get("ok"))]
     if bad:
         return {"ok": False, "metrics": {}, "notes": [],
@@ -540,12 +545,15 @@ def _measure_together(b, fn: str, kwargs_list: list[dict]) -> dict:
                "client_cpu_s": round(sum(m.get("client_cpu_s", 0) for m in ms), 2)}
     if cpu0 is not None and cpu1 is not None:
         metrics["broker_cpu_s"] = round(cpu1 - cpu0, 2)
-    return {"ok": True, "metrics": metrics, "notes": [], "error": None}
+    out = {"ok": True, "metrics": metrics, "notes": [], "error": None}
+    if spied is not None:
+        out["py_spy"] = spied
+    return out
 
 
 def _measure(b, fn: str, kwargs: dict, profile: Path | None = None) -> dict:
     if isinstance(kwargs, list):
-        return _measure_together(b, fn, kwargs)
+        return _measure_together(b, fn, kwargs, profile)
     spy = _PySpy(b.proc.pid, profile) if profile is not None else None
     load = os.getloadavg()
     cpu0 = b.cpu_seconds()
