@@ -189,8 +189,6 @@ class ClusterNode:
         writes = self.controller.on_brokers_changed(view) + self.controller.on_topics_changed(view)
         if snap.preferred is not None:
             writes += self.controller.elect_preferred(view, snap.preferred)[0]
-            await blocking.run_detached(self.zk.finish_preferred_election)
-            wrote = True
         for broker_id in snap.shutting_down:
             writes += self.controller.controlled_shutdown(view, broker_id)
         unique = {}
@@ -199,6 +197,9 @@ class ClusterNode:
         if unique:
             await blocking.run_detached(self.zk.write_states, list(unique.values()),
                                         self.controller_epoch_version)
+            wrote = True
+        if snap.preferred is not None:     # only once its leaders are written: a failed write retries it
+            await blocking.run_detached(self.zk.finish_preferred_election)
             wrote = True
         return wrote
 
@@ -437,6 +438,11 @@ class ClusterNode:
         """ElectLeaders on any broker: the expected result per partition (computed from the
         current state), the election itself run by the controller through
         /admin/preferred_replica_election; waits until the elected leaders are visible."""
+        for _ in range(2):       # a state read after this call began: the ISRs a client just saw
+            changed = self.changed
+            self._dirty.set()
+            with trio.move_on_after(min(timeout_s, 5.0)):
+                await changed.wait()
         view = self.view(self.snapshot)
         writes, results = Controller(0).elect_preferred(view, partitions)
         if writes:
