@@ -31,6 +31,21 @@ def _run(args, timeout, input_text=None) -> subprocess.CompletedProcess:
         raise ClientError(None, f"{args[0]} timed out after {timeout:.0f}s", local=True) from exc
 
 
+def call_json_tool(name: str, op: str, command: list[str], stdin: str, timeout: float, *,
+                   reply_prefix: str = "{", env=None) -> dict:
+    """Run one operation of an external client program that prints its outcome as the last
+    JSON line starting with ``reply_prefix``; that reply.  Raises ClientError (local) when it
+    times out or prints no reply."""
+    try:
+        res = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise ClientError(None, f"{name} {op} timed out after {timeout}s", local=True) from exc
+    lines = [line for line in res.stdout.splitlines() if line.startswith(reply_prefix)]
+    if not lines:
+        raise ClientError(None, f"{name} {op}: no result ({res.stderr.strip()[-200:]})", local=True)
+    return json.loads(lines[-1])
+
+
 def end_process(proc: subprocess.Popen, timeout: float = 10) -> int:
     """Terminate ``proc`` (then kill it) if it still runs; return its exit code."""
     if proc.poll() is None:
@@ -265,15 +280,8 @@ class KafkaJS(Client):
 
     def _call(self, op, timeout=40, **cmd):
         cmd.update(op=op, bootstrap=self.bootstrap)
-        try:
-            res = subprocess.run(["node", str(RUNNER)], input=json.dumps(cmd) + "\n", capture_output=True,
-                                 text=True, timeout=timeout, env=self._env())
-        except subprocess.TimeoutExpired as exc:
-            raise ClientError(None, f"kafkajs {op} timed out after {timeout}s", local=True) from exc
-        lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
-        if not lines:
-            raise ClientError(None, f"kafkajs {op}: no result ({res.stderr.strip()[-200:]})", local=True)
-        reply = json.loads(lines[-1])
+        reply = call_json_tool("kafkajs", op, ["node", str(RUNNER)], json.dumps(cmd) + "\n", timeout,
+                               env=self._env())
         if not reply["ok"]:
             err = reply["error"]
             code = err.get("code") or code_for_name(err.get("type"))

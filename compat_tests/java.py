@@ -12,14 +12,13 @@ from __future__ import annotations
 import base64
 import glob
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from .external import JsonLinesMember, cache_dir
+from .external import JsonLinesMember, cache_dir, call_json_tool
 from .model import FETCH_TIMEOUT, Client, ClientError, Rec
 
 SOURCES = Path(__file__).with_name("java")
@@ -115,15 +114,8 @@ class JavaClient(Client):
         return unavailable()
 
     def _call(self, op, *args, stdin="", timeout=45):
-        try:
-            res = subprocess.run(java_command(op, self.bootstrap, *args), input=stdin, capture_output=True,
-                                 text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise ClientError(None, f"java {op} timed out after {timeout}s", local=True) from exc
-        lines = [line for line in res.stdout.splitlines() if line.startswith('{"ok"')]
-        if not lines:
-            raise ClientError(None, f"java {op}: no result ({res.stderr.strip()[-200:]})", local=True)
-        reply = json.loads(lines[-1])
+        reply = call_json_tool("java", op, java_command(op, self.bootstrap, *args), stdin, timeout,
+                               reply_prefix='{"ok"')
         if not reply["ok"]:
             code = reply["code"]
             raise ClientError(code, f"{reply['type']}: {reply['message']}", local=code is None)
