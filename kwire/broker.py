@@ -38,7 +38,9 @@ class Broker:
         self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
                                node_id=config.node_id, cluster_id=config.cluster_id)
         self.advertised: Endpoint | None = None
+        # parked fetches: consumers' read up to the high watermark, followers' to the log end
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
+        self._replica_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
         self.fetch_sessions = FetchSessionCache(config.value_of("max.incremental.fetch.session.cache.slots"))
         self.groups = GroupService(config, self.logs, self.clock)
@@ -80,26 +82,38 @@ class Broker:
 
     # -- wake-ups for long-polling fetches ------------------------------------
     def notify_appended(self, partitions) -> None:
-        """Wake the fetches parked on any of ``partitions`` ((topic, partition) pairs)."""
-        for tp in partitions:
-            for event in self._fetch_waiters.pop(tp, ()):
-                event.set()
+        """Wake every fetch parked on any of ``partitions`` ((topic, partition) pairs)."""
+        self.notify_committed(partitions)
+        self.notify_log_end(partitions)
 
-    async def wait_appended(self, partitions, deadline: float) -> None:
-        """Return at the next append to one of ``partitions``, or at ``deadline`` (trio clock)."""
+    def notify_committed(self, partitions) -> None:
+        """The high watermark or last stable offset moved: wake the consumers' fetches.  A
+        follower reads to the log end and learns the high watermark with its next fetch, as
+        in Kafka, so waking it here would only build an empty response and park it again."""
+        _wake(self._fetch_waiters, partitions)
+
+    def notify_log_end(self, partitions) -> None:
+        """The log end moved but not (yet) the high watermark (a replicated append): wake the
+        followers' fetches."""
+        _wake(self._replica_waiters, partitions)
+
+    async def wait_appended(self, partitions, deadline: float, replica: bool = False) -> None:
+        """Return when ``partitions`` move (their high watermark; their log end for a
+        ``replica``) or at ``deadline`` (trio clock)."""
+        registry = self._replica_waiters if replica else self._fetch_waiters
         event = trio.Event()
         for tp in partitions:
-            self._fetch_waiters.setdefault(tp, set()).add(event)
+            registry.setdefault(tp, set()).add(event)
         try:
             with trio.move_on_at(deadline):
                 await event.wait()
         finally:
             for tp in partitions:
-                waiters = self._fetch_waiters.get(tp)
+                waiters = registry.get(tp)
                 if waiters is not None:
                     waiters.discard(event)
                     if not waiters:
-                        del self._fetch_waiters[tp]
+                        del registry[tp]
 
     # -- background work --------------------------------------------------------
     async def run_housekeeping(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -141,3 +155,9 @@ class Broker:
         if deleted:
             logger.info("retention deleted %d segment(s)", deleted)
         return deleted
+
+
+def _wake(registry: dict, partitions) -> None:
+    for tp in partitions:
+        for event in registry.pop(tp, ()):
+            event.set()

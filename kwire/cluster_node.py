@@ -52,7 +52,7 @@ class ClusterNode:
                                   config.value_of("zookeeper.connection.timeout.ms") or session_ms,
                                   self._changed_threadsafe, self._session_threadsafe)
         self.replicas = ReplicaManager(self.node_id, config, broker.clock, broker.notify_appended,
-                                       self._write_isr)
+                                       broker.notify_committed, self._write_isr)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.snapshot = None
         self.controller: Controller | None = None

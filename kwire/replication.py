@@ -58,11 +58,13 @@ class LeaderState:
 class ReplicaManager:
     """Leader-side replica state of every partition this broker leads.  Trio thread only."""
 
-    def __init__(self, node_id: int, config, clock, notify_appended: Callable, write_isr: WriteIsr):
+    def __init__(self, node_id: int, config, clock, notify_appended: Callable,
+                 notify_committed: Callable, write_isr: WriteIsr):
         self.node_id = node_id
         self.lag_ms = config.value_of("replica.lag.time.max.ms")
         self.clock = clock
-        self.notify_appended = notify_appended
+        self.notify_appended = notify_appended      # parked fetches of any kind
+        self.notify_committed = notify_committed    # consumers' parked fetches (the high watermark moved)
         self.write_isr = write_isr
         self.leaders: dict[TopicPartition, LeaderState] = {}
         self.shutting_down: set[int] = set()     # brokers in controlled shutdown never rejoin an ISR
@@ -202,7 +204,7 @@ class ReplicaManager:
                 hw = min(hw, state.follower_leo.get(r, -1))
         if hw >= 0 and plog.update_high_watermark(hw):
             self._wake(state)
-            self.notify_appended([tp])
+            self.notify_committed([tp])
 
     # -- ISR maintenance -------------------------------------------------------------
     def wanted_isr(self, state: LeaderState, now_ms: int) -> tuple[int, ...]:

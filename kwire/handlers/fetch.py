@@ -163,13 +163,20 @@ def build_response(ctx, request, replica_id: int, read_committed: bool) -> tuple
     return responses, total, errors
 
 
-async def park(ctx, partitions, deadline: float) -> None:
-    """Wait for an append to one of ``partitions`` or for ``deadline`` (trio clock).
+async def park(ctx, partitions, deadline: float, replica: bool = False) -> None:
+    """Wait for ``partitions`` to move (kwire.broker.Broker.wait_appended) or for ``deadline``
+    (trio clock).
 
-    Raises CloseConnection when the client closes its end meanwhile, so an
+    Raises CloseConnection when a client closes its end meanwhile, so an
     abandoned long poll releases its socket at once instead of at the
-    deadline.  Cancel-safe: nothing is held while parked.
+    deadline.  A follower's fetch is not watched: followers do not abandon
+    fetches, and its wait is replica.fetch.wait.max.ms at most, while a watch
+    costs a task per fetch on the replication path.  Cancel-safe: nothing is
+    held while parked.
     """
+    if replica:
+        await ctx.broker.wait_appended(partitions, deadline, replica=True)
+        return
     gone = False
     async with trio.open_nursery() as nursery:
         async def watch_peer() -> None:
@@ -331,7 +338,7 @@ async def handle_fetch(ctx, request):
         responses, total, errors = build_response(ctx, request, replica_id, read_committed)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
-        await park(ctx, waited_partitions(responses), deadline)
+        await park(ctx, waited_partitions(responses), deadline, replica_id >= 0)
     materialize(responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
@@ -352,7 +359,7 @@ async def session_fetch(ctx, request, replica_id: int, read_committed: bool) -> 
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await park(ctx, session_partitions(context.session) if incremental else waited_partitions(responses),
-                   deadline)
+                   deadline, replica_id >= 0)
     session_id = 0
     if incremental:
         session_id = context.session.id

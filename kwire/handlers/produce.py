@@ -111,7 +111,10 @@ async def handle_produce(ctx, request):
                 appended.append((topic.name, data.index))
             parts.append(entry)
         responses.append({"name": topic.name, "partition_responses": parts})
-    ctx.broker.notify_appended(appended)
+    if ctx.broker.cluster is None:
+        ctx.broker.notify_appended(appended)
+    else:   # replicated: followers copy it now; consumers wait for the high watermark
+        ctx.broker.notify_log_end(appended)
     for plog in flushes:
         await run_blocking(plog.flush)
     if waits:
