@@ -25,6 +25,8 @@ The follower's side (fetching, truncation) is in ``kwire.fetcher``.
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import logging
 from typing import Awaitable, Callable
 
@@ -53,6 +55,9 @@ class LeaderState:
     follower_start: dict[int, int] = dataclasses.field(default_factory=dict)   # their log start offsets
     caught_up_ms: dict[int, int] = dataclasses.field(default_factory=dict)
     hw_event: trio.Event = dataclasses.field(default_factory=trio.Event)
+    # acks=all waiters, a heap of (offset the high watermark must reach, sequence, event): a
+    # move of the high watermark wakes only those it satisfies, not every produce in flight
+    acks_waiters: list = dataclasses.field(default_factory=list)
 
 
 class ReplicaManager:
@@ -70,6 +75,7 @@ class ReplicaManager:
         self.shutting_down: set[int] = set()     # brokers in controlled shutdown never rejoin an ISR
         self.live: set[int] | None = None        # registered brokers; only they (re)join an ISR
         self._isr_wake = trio.Event()
+        self._sequence = itertools.count()
 
     # -- role changes (from the cluster node, after reading ZooKeeper) ----------------
     def become_leader(self, tp: TopicPartition, plog, leader_epoch: int, replicas, isr,
@@ -92,6 +98,7 @@ class ReplicaManager:
         self.leaders[tp] = state
         if old is not None:
             old.hw_event.set()
+            self._release_acks(old)
         logger.info("%s-%d: leader in epoch %d, isr %s", tp[0], tp[1], leader_epoch, list(isr))
         self._advance_hw(tp, state)
 
@@ -100,6 +107,7 @@ class ReplicaManager:
         state = self.leaders.pop(tp, None)
         if state is not None:
             state.hw_event.set()
+            self._release_acks(state)
             self.notify_appended([tp])
 
     def leader(self, tp: TopicPartition) -> LeaderState | None:
@@ -157,11 +165,22 @@ class ReplicaManager:
                               deadline: float) -> ErrorCode:
         """Wait until the high watermark reaches ``required`` (acks=all).  Returns NONE,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT.
-        Cancel-safe: nothing is held while waiting."""
-        code = await self._wait_until(tp, state, lambda: state.plog.high_watermark >= required, deadline)
-        if code == ErrorCode.NONE and len(state.isr) < state.plog.config.min_insync_replicas:
+        Cancel-safe: nothing is held while waiting (an abandoned heap entry is dropped when
+        the high watermark passes it or the leadership ends)."""
+        while True:
+            if self.leaders.get(tp) is not state:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if state.plog.high_watermark >= required:
+                break
+            if trio.current_time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            event = trio.Event()
+            heapq.heappush(state.acks_waiters, (required, next(self._sequence), event))
+            with trio.move_on_at(deadline):
+                await event.wait()
+        if len(state.isr) < state.plog.config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return code
+        return ErrorCode.NONE
 
     def low_watermark(self, state: LeaderState) -> int:
         """The smallest log start offset over this leader and its live followers (Kafka's
@@ -195,6 +214,14 @@ class ReplicaManager:
         event, state.hw_event = state.hw_event, trio.Event()
         event.set()
 
+    @staticmethod
+    def _release_acks(state: LeaderState, up_to: int | None = None) -> None:
+        """Wake the acks=all waiters whose offset ``up_to`` (the high watermark) reaches; all
+        of them when None (the leadership ended: they answer NOT_LEADER_OR_FOLLOWER)."""
+        waiters = state.acks_waiters
+        while waiters and (up_to is None or waiters[0][0] <= up_to):
+            heapq.heappop(waiters)[2].set()
+
     # -- the high watermark -------------------------------------------------------------
     def _advance_hw(self, tp: TopicPartition, state: LeaderState) -> None:
         plog = state.plog
@@ -204,6 +231,7 @@ class ReplicaManager:
                 hw = min(hw, state.follower_leo.get(r, -1))
         if hw >= 0 and plog.update_high_watermark(hw):
             self._wake(state)
+            self._release_acks(state, plog.high_watermark)
             self.notify_committed([tp])
 
     # -- ISR maintenance -------------------------------------------------------------
