@@ -18,6 +18,8 @@ import trio
 
 from kwire.codecs.messages import API_CLASSES
 
+from .lowat import RCVLOWAT_MAX, set_rcvlowat
+
 SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024     # a peer's response larger than this is a protocol error
 
@@ -92,12 +94,21 @@ class PeerConnection:
     async def _receive_exactly(self, n: int) -> bytearray:
         buffer = bytearray(n)
         view = memoryview(buffer)
+        sock = self.stream.socket
         got = 0
-        while got < n:
-            count = await self.stream.socket.recv_into(view[got:])
-            if not count:
-                raise PeerError("the peer closed the connection")
-            got += count
+        lowat = 1                     # kwire.lowat: wake once most of the frame is queued
+        try:
+            while got < n:
+                wanted = min(n - got, RCVLOWAT_MAX)
+                if wanted != lowat:
+                    lowat = set_rcvlowat(sock, wanted)
+                count = await sock.recv_into(view[got:])
+                if not count:
+                    raise PeerError("the peer closed the connection")
+                got += count
+        finally:
+            if lowat != 1:
+                set_rcvlowat(sock, 1)
         return buffer
 
     async def aclose(self) -> None:
