@@ -3,7 +3,7 @@
 ApiVersions is derived from this table, so nothing is advertised that has
 no handler.  A handler is ``async def handler(ctx, request) -> dict | None``
 returning the response fields as plain dicts (None = no response, as for
-Produce with acks=0).
+Produce with acks=0), or a ``Deferred`` whose fields come later.
 """
 from __future__ import annotations
 
@@ -23,6 +23,20 @@ class Handler:
 
 
 HANDLERS: dict[int, Handler] = {}
+
+
+class Deferred:
+    """A handler's answer whose fields are known only later: an acks=all Produce in a
+    cluster, waiting for the ISR after its append.  The connection goes on reading and
+    handling the requests behind it meanwhile and sends every response in request order
+    (kwire.server), so the wait for the followers overlaps the next appends instead of
+    stalling the connection.  ``complete()`` returns the fields (dict, or None for no
+    response); it must not append, so the appends stay in request order."""
+
+    __slots__ = ("complete",)
+
+    def __init__(self, complete: Callable[[], Awaitable[dict | None]]):
+        self.complete = complete
 
 
 def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0):

@@ -2,7 +2,12 @@
 
 One request in flight per connection: the next frame is read only after the
 previous response was written, which keeps responses in request order and
-lets TCP push back on a fast producer.  Errors are mapped here, in one place:
+lets TCP push back on a fast producer.  The one exception is a handler that
+answers ``Deferred`` (an acks=all Produce in a cluster, waiting for the
+ISR): the connection then reads and handles the requests behind it while the
+wait goes on, up to ``MAX_PIPELINED`` unanswered ones, and an outbox sends
+every response in request order.  Without it each acks=all append stalled its
+connection for a follower round trip, where Kafka's request threads overlap it.  Errors are mapped here, in one place:
 ``CorruptFrame`` closes that connection only; ``KafkaApiError`` escaping a
 handler becomes an error response when the API has a top-level error code,
 otherwise the connection is closed; anything else is logged and answered
@@ -16,6 +21,7 @@ budget shared by all connections, straight into one buffer of that size.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import functools
@@ -35,8 +41,9 @@ from kwire.codecs.splice import encode_spliced, parts_size
 from . import handlers  # noqa: F401  (registers the handlers)
 from .broker import Broker, Endpoint
 from .budget import ByteBudget
+from .lowat import RCVLOWAT_MAX, set_rcvlowat
 from .listener import serve_listeners
-from .registry import HANDLERS
+from .registry import HANDLERS, Deferred
 
 logger = logging.getLogger("kwire.server")
 
@@ -91,6 +98,18 @@ class ConnectionLimits:
 # (Kafka's "delayed allocation" APIs); every other request gives it back once decoded.
 HOLDS_RECORDS = frozenset({0})
 RECEIVE_HEAD_BYTES = 65536
+# Responses a connection may owe (deferred or queued behind one) before it stops reading
+# requests: beyond it, TCP pushes back on the client as with one request in flight.
+MAX_PIPELINED = 8
+
+
+class _Owed:
+    """A response in the outbox: ``parts`` (None = nothing to send) once ``done`` is set."""
+    __slots__ = ("parts", "done")
+
+    def __init__(self, parts=None, done: trio.Event | None = None):
+        self.parts = parts
+        self.done = done
 
 
 class Connection:
@@ -109,6 +128,7 @@ class Connection:
         self.frames = FrameBuffer(self.limits.max_frame_bytes)
         self.sock = getattr(stream, "socket", None)   # None for in-memory test streams
         self.reserved: int | None = None              # budget bytes held by the current request
+        self.lowat = 1                                # the socket's SO_RCVLOWAT (kwire.lowat)
         try:
             host, port = self.sock.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -125,8 +145,14 @@ class Connection:
                 data = await self.stream.receive_some(RECEIVE_HEAD_BYTES)
             frames.feed(data)
             return len(data)
-        n = await self.sock.recv_into(frames.body_view())
+        view = frames.body_view()
+        wanted = min(len(view), RCVLOWAT_MAX)    # kwire.lowat: fewer wake-ups per large frame
+        if wanted != self.lowat:
+            self.lowat = set_rcvlowat(self.sock, wanted)
+        n = await self.sock.recv_into(view)
         frames.filled(n)
+        if n == len(view) and self.lowat != 1:   # the frame is in: back to waking per byte
+            self.lowat = set_rcvlowat(self.sock, 1)
         return n
 
     async def read_frame(self) -> bytearray | None:
@@ -198,7 +224,34 @@ class Connection:
             await trio.sleep_forever()
 
     async def serve(self) -> None:
+        """Serve requests until the client closes; raises what ends the connection
+        (CloseConnection, CorruptFrame, socket errors), unwrapped."""
+        self._outbox: collections.deque[_Owed] = collections.deque()
+        self._sending = False
+        self._room = trio.Event()
+        self._failure: Exception | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    await self._serve_requests()
+                    while self._outbox:       # the client is done sending: answer what is owed
+                        self._room = trio.Event()
+                        await self._room.wait()
+                except Exception as exc:
+                    self._fail(exc)
+        finally:
+            for owed in self._outbox:         # never sent: give their files back
+                if owed.parts is not None:
+                    close_deferred(owed.parts)
+        if self._failure is not None:
+            raise self._failure
+
+    async def _serve_requests(self) -> None:
         while True:
+            while len(self._outbox) >= MAX_PIPELINED:   # read on once a response went out
+                self._room = trio.Event()
+                await self._room.wait()
             frame = await self.read_frame()
             if frame is None:
                 return
@@ -213,8 +266,51 @@ class Connection:
                     parts = await self.handle_request(*decoded)
             finally:
                 self.release_budget()
-            if parts is not None:
+            if type(parts) is Deferred:
+                owed = _Owed(done=trio.Event())
+                self._nursery.start_soon(self._complete, owed, parts)
+                self._owe(owed)
+            elif self._outbox or self._sending:
+                self._owe(_Owed(parts))
+            elif parts is not None:
                 await self.send_parts(parts)
+
+    def _fail(self, exc: Exception) -> None:
+        if self._failure is None:
+            self._failure = exc
+        self._nursery.cancel_scope.cancel()
+
+    def _owe(self, owed: _Owed) -> None:
+        """Queue a response behind those still owed."""
+        self._outbox.append(owed)
+        if not self._sending:
+            self._sending = True
+            self._nursery.start_soon(self._send_owed)
+
+    async def _complete(self, owed: _Owed, deferred: Deferred) -> None:
+        try:
+            owed.parts = await deferred.complete()
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            owed.done.set()
+
+    async def _send_owed(self) -> None:
+        """Send the outbox in order, each response once it is complete."""
+        try:
+            while self._outbox:
+                owed = self._outbox[0]
+                if owed.done is not None:
+                    await owed.done.wait()
+                self._outbox.popleft()
+                self._room.set()
+                if owed.parts is not None:
+                    await self.send_parts(owed.parts)
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            self._sending = False
+            self._room.set()
 
     async def send_parts(self, parts: list) -> None:
         """Send bytes parts as they are and file records with sendfile (pread + send on a stream
@@ -251,26 +347,40 @@ class Connection:
         request = messages.decode_request(header.api_key, header.api_version, frame, header.body_offset)
         return header, handler, request
 
-    async def handle_request(self, header, handler, request) -> list | None:
+    async def handle_request(self, header, handler, request) -> list | Deferred | None:
+        """The response parts (None: no response), or a Deferred whose ``complete()``
+        returns them."""
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed)
-        try:
+
+        async def call():
             if header.api_version < handler.reject_below:
                 raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
                                     f"version {header.api_version} is no longer supported")
-            fields = await handler.func(ctx, request)
+            return await handler.func(ctx, request)
+        fields = await self.answer(header, request, call)
+        if type(fields) is Deferred:
+            return Deferred(functools.partial(self.complete_deferred, header, request, fields))
+        return None if fields is None else self.encode_response(header, request, fields)
+
+    async def complete_deferred(self, header, request, deferred: Deferred) -> list | None:
+        fields = await self.answer(header, request, deferred.complete)
+        return None if fields is None else self.encode_response(header, request, fields)
+
+    async def answer(self, header, request, call):
+        """``await call()``, with a KafkaApiError or a failure mapped to the error response's
+        fields; CorruptFrame, CloseConnection and Cancelled propagate."""
+        try:
+            return await call()
         except KafkaApiError as exc:
-            fields = self.error_fields(header.api_key, header.api_version, request, exc.code, exc.message)
+            return self.error_fields(header.api_key, header.api_version, request, exc.code, exc.message)
         except (CorruptFrame, CloseConnection, trio.Cancelled):
             raise
         except Exception:
             logger.exception("%s: %s v%d failed", self.peer, messages.api_name(header.api_key),
                              header.api_version)
-            fields = self.error_fields(header.api_key, header.api_version, request,
-                                       ErrorCode.UNKNOWN_SERVER_ERROR, None)
-        if fields is None:
-            return None
-        return self.encode_response(header, request, fields)
+            return self.error_fields(header.api_key, header.api_version, request,
+                                     ErrorCode.UNKNOWN_SERVER_ERROR, None)
 
     def encode_response(self, header, request, fields: dict) -> list:
         try:

@@ -7,7 +7,7 @@ from kwire.codecs import records
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..blocking import run_blocking
-from ..registry import handles
+from ..registry import Deferred, handles
 from .transactions import verify_in_transaction
 
 
@@ -118,7 +118,10 @@ async def handle_produce(ctx, request):
     for plog in flushes:
         await run_blocking(plog.flush)
     if waits:
-        await wait_for_isr(ctx, request.timeout_ms, waits, responses)
+        async def complete() -> dict:
+            await wait_for_isr(ctx, request.timeout_ms, waits, responses)
+            return {"responses": responses, "throttle_time_ms": 0}
+        return Deferred(complete)
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:  # as Kafka does: the only way to tell an acks=0 producer something failed
