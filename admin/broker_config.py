@@ -22,11 +22,11 @@ from .config_def import (  # noqa: F401
     invalid, one_of, parse_value, split_list, subset_of,
 )
 from .properties import parse_overrides, parse_properties  # noqa: F401
+from .security_config import SECURITY_KEYS, SERVED_PROTOCOLS, is_listener_override
 
 
 T = ConfigType
 _SINGLE_NODE = "kwire is a single node without replication"
-_NO_TLS = "kwire speaks PLAINTEXT only"
 _KRAFT = "kwire is a single combined node; there is no controller quorum"
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
@@ -42,7 +42,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "127.0.0.1 (kwire; Kafka advertises the canonical host name)."),
     ConfigKey("listener.security.protocol.map", T.STRING,
               "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-              "Map between listener names and security protocols (kwire supports PLAINTEXT)."),
+              "Map between listener names and security protocols (kwire serves PLAINTEXT and SSL)."),
     ConfigKey("inter.broker.listener.name", T.STRING, None, "Listener used between brokers.",
               ignored=_SINGLE_NODE),
     ConfigKey("process.roles", T.LIST, (), "The roles this process plays: broker, controller.", ignored=_KRAFT),
@@ -239,11 +239,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               ignored="kwire uses the OS default"),
     ConfigKey("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF; -1 for the OS default.",
               ignored="kwire uses the OS default"),
-    ConfigKey("ssl.keystore.password", T.PASSWORD, None, "Keystore password.", ignored=_NO_TLS),
-    ConfigKey("ssl.key.password", T.PASSWORD, None, "Private key password.", ignored=_NO_TLS),
-    ConfigKey("ssl.truststore.password", T.PASSWORD, None, "Truststore password.", ignored=_NO_TLS),
-    ConfigKey("sasl.jaas.config", T.PASSWORD, None, "JAAS login context.", ignored=_NO_TLS),
 ]}
+BROKER_KEYS.update({k.name: k for k in SECURITY_KEYS})
 
 # Keys that resolve to one value, highest precedence first (Kafka's broker synonyms).
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -265,10 +262,12 @@ _MINUTE_MS = 60_000
 
 @dataclasses.dataclass(frozen=True)
 class Listener:
-    """One ``NAME://host:port`` entry.  ``host == ""`` binds every interface, as in Kafka."""
+    """One ``NAME://host:port`` entry.  ``host == ""`` binds every interface, as in Kafka.
+    ``protocol`` is its security protocol from ``listener.security.protocol.map``."""
     name: str
     host: str
     port: int
+    protocol: str = "PLAINTEXT"
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -319,12 +318,17 @@ def _resolve_listeners(values: Mapping[str, Any], notes: list[str]
             raise invalid("listeners", values["listeners"],
                           f"no security protocol defined for listener {listener.name} in "
                           "listener.security.protocol.map")
-        if protocol != "PLAINTEXT":
+        if protocol not in SERVED_PROTOCOLS:
             raise invalid("listeners", values["listeners"],
-                          f"listener {listener.name} uses {protocol}; kwire supports only PLAINTEXT")
-        bound.append(listener)
+                          f"listener {listener.name} uses {protocol}; kwire serves "
+                          f"{' and '.join(SERVED_PROTOCOLS)} listeners")
+        if protocol != "PLAINTEXT" and values["zookeeper.connect"]:
+            raise invalid("listeners", values["listeners"],
+                          f"listener {listener.name} uses {protocol}; in cluster mode (zookeeper.connect) "
+                          "kwire serves PLAINTEXT listeners only, for now")
+        bound.append(dataclasses.replace(listener, protocol=protocol))
     if not bound:
-        raise invalid("listeners", values["listeners"], "at least one PLAINTEXT listener is required")
+        raise invalid("listeners", values["listeners"], "at least one listener is required")
     if values["advertised.listeners"] is None:
         advertised_from = tuple(bound)
     else:
@@ -343,7 +347,8 @@ def _resolve_listeners(values: Mapping[str, Any], notes: list[str]
                           "set advertised.listeners to a routable host")
         # kwire: Kafka advertises the canonical host name for an empty host; kwire uses loopback so a
         # default single node works without DNS.
-        advertised.append(dataclasses.replace(listener, host=listener.host or "127.0.0.1"))
+        advertised.append(dataclasses.replace(listener, host=listener.host or "127.0.0.1",
+                                              protocol=protocols[listener.name]))
     return tuple(bound), tuple(advertised)
 
 
@@ -454,7 +459,7 @@ def broker_config_from_properties(props: Mapping[str, str],
             shown = "[hidden]" if key.sensitive else originals[name].strip()
             notes.append(f"{name}={shown} is accepted but ignored: {key.ignored}")
     for name in originals:
-        if name not in BROKER_KEYS:
+        if name not in BROKER_KEYS and not is_listener_override(name):
             warnings.append(f"unknown configuration {name!r} was supplied but is not a known config; ignored")
     listeners, advertised = _resolve_listeners(values, notes)
     return BrokerConfig(

@@ -37,7 +37,8 @@ class Broker:
         self.node_id = config.node_id
         self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
                                node_id=config.node_id, cluster_id=config.cluster_id)
-        self.advertised: Endpoint | None = None
+        self.advertised: Endpoint | None = None          # the first listener's
+        self.endpoints: dict[str, Endpoint] = {}          # advertised, by listener name
         # parked fetches: consumers' read up to the high watermark, followers' to the log end
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self._replica_waiters: dict[tuple[str, int], set[trio.Event]] = {}
@@ -60,6 +61,10 @@ class Broker:
         if self.cluster is None:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
             self.transactions.load()
+
+    def endpoint_for(self, listener: str) -> Endpoint:
+        """The advertised endpoint of ``listener`` (the first listener's if it has none)."""
+        return self.endpoints.get(listener) or self.advertised
 
     def close(self) -> None:
         if self.cluster is not None:

@@ -12,6 +12,7 @@ from kwire.admin.broker_config import ConfigError, load_broker_config, parse_ove
 
 from .allocator import tune_for_broker
 from .broker import Broker
+from .secure_listeners import listener_context
 from .server import serve
 
 
@@ -68,6 +69,12 @@ def main(argv=None) -> int:
         logging.getLogger("kwire").warning("%s", warning)
     for note in config.notes:
         logging.getLogger("kwire").info("%s", note)
+    try:      # TLS listeners: their key and trust stores load now, or the start is refused
+        for listener in config.listeners:
+            listener_context(config, listener)
+    except ConfigError as exc:
+        print(f"kwire: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     tune_for_broker()
     broker = Broker(config)
     host, port = config.listen_host, config.listen_port

@@ -44,6 +44,7 @@ from .budget import ByteBudget
 from .lowat import RCVLOWAT_MAX, set_rcvlowat
 from .listener import serve_listeners
 from .registry import HANDLERS, Deferred
+from .secure_listeners import ANONYMOUS, PLAINTEXT, ListenerContext, listener_context, secure
 
 logger = logging.getLogger("kwire.server")
 
@@ -65,6 +66,8 @@ class RequestContext:
     # Returns when the client has closed its end while this request is handled (a long poll
     # races it against its wait); never returns where that cannot be told.
     wait_peer_closed: Callable[[], Awaitable[None]] = _never
+    listener: str = "PLAINTEXT"          # the name of the listener the request came through
+    principal: str = ANONYMOUS           # who the connection proved to be (TLS, SASL)
 
 
 def _flexible(api_key: int, api_version: int) -> bool | None:
@@ -121,19 +124,19 @@ class Connection:
     only once its size has been taken from the shared byte budget.
     """
 
-    def __init__(self, broker: Broker, stream, limits: ConnectionLimits | None = None):
+    def __init__(self, broker: Broker, stream, limits: ConnectionLimits | None = None,
+                 listener: ListenerContext = PLAINTEXT, principal: str = ANONYMOUS):
         self.broker = broker
         self.stream = stream
         self.limits = limits or ConnectionLimits.from_config(broker.config)
+        self.listener = listener
+        self.principal = principal
         self.frames = FrameBuffer(self.limits.max_frame_bytes)
-        self.sock = getattr(stream, "socket", None)   # None for in-memory test streams
+        # the socket, for sendfile and socket options: None for TLS and in-memory test streams
+        self.sock = getattr(stream, "socket", None)
         self.reserved: int | None = None              # budget bytes held by the current request
         self.lowat = 1                                # the socket's SO_RCVLOWAT (kwire.lowat)
-        try:
-            host, port = self.sock.getpeername()[:2]
-            self.peer = f"{host}:{port}"
-        except (OSError, AttributeError):
-            self.peer = "?"
+        self.peer = peer_name(stream)
 
     async def _receive(self) -> int:
         """Read once, into the frame body when its size is known; returns the byte count (0 = EOF)."""
@@ -351,7 +354,8 @@ class Connection:
         """The response parts (None: no response), or a Deferred whose ``complete()``
         returns them."""
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.peer, self.wait_peer_closed)
+                             header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
+                             self.principal)
 
         async def call():
             if header.api_version < handler.reject_below:
@@ -447,8 +451,19 @@ async def sendfile_all(stream: trio.SocketStream, fd: int, position: int, size: 
         position += sent
 
 
+def peer_name(stream) -> str:
+    """``host:port`` of the client of a socket stream or of the socket under a TLS stream."""
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    try:
+        host, port = sock.getpeername()[:2]
+    except (OSError, AttributeError):
+        return "?"
+    return f"{host}:{port}"
+
+
 async def handle_connection(broker: Broker, stream: trio.SocketStream,
-                            limits: ConnectionLimits | None = None) -> None:
+                            limits: ConnectionLimits | None = None,
+                            listener: ListenerContext = PLAINTEXT) -> None:
     """Serve one client; never lets an exception escape (it would kill the server)."""
     limit = broker.config.max_connections
     if broker.connections >= limit:
@@ -456,24 +471,31 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
         await stream.aclose()
         return
     broker.connections += 1
-    conn = Connection(broker, stream, limits)
+    conn = None
     try:
-        if conn.sock is not None:      # in-memory streams (tests) have no socket options
+        if getattr(stream, "socket", None) is not None:   # in-memory test streams have no options
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        secured = await secure(stream, listener, peer_name(stream))
+        if secured is None:
+            return
+        conn = Connection(broker, secured[0], limits, listener, secured[1])
+        stream = conn.stream
         await conn.serve()
     except CloseConnection as exc:
-        logger.log(logging.DEBUG if exc.quiet else logging.INFO, "%s: closing connection: %s", conn.peer, exc)
+        logger.log(logging.DEBUG if exc.quiet else logging.INFO, "%s: closing connection: %s",
+                   peer_name(stream), exc)
     except CorruptFrame as exc:
-        logger.info("%s: closing connection: %s", conn.peer, exc)
+        logger.info("%s: closing connection: %s", peer_name(stream), exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except OSError as exc:
         if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
-            logger.exception("%s: connection failed", conn.peer)
+            logger.exception("%s: connection failed", peer_name(stream))
     except Exception:
-        logger.exception("%s: connection failed", conn.peer)
+        logger.exception("%s: connection failed", peer_name(stream))
     finally:
-        conn.release_budget()
+        if conn is not None:
+            conn.release_budget()
         broker.connections -= 1
         with trio.move_on_after(1) as scope:
             scope.shield = True
@@ -481,6 +503,36 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
                 await stream.aclose()
             except Exception:
                 pass
+
+
+async def bind_listeners(broker: Broker, host: str, port: int) -> list[tuple[ListenerContext, list]]:
+    """Bind every listener and fill ``broker.endpoints`` (the advertised endpoint of each, by
+    name) and ``broker.advertised`` (the first's); the first listener binds ``host:port``
+    instead of its configured address (the embedded broker passes port 0).  Raises OSError
+    (bind) and ConfigError (a TLS listener's ssl.* settings)."""
+    config = broker.config
+    bound = []
+    for i, listener in enumerate(config.listeners):
+        context = listener_context(config, listener)
+        sockets = await trio.open_tcp_listeners(port if i == 0 else listener.port,
+                                                host=(host if i == 0 else listener.host) or None)
+        bound_host, bound_port = sockets[0].socket.getsockname()[:2]
+        broker.endpoints[listener.name] = advertised_endpoint(config, listener, bound_host, bound_port)
+        logger.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, bound_host, bound_port)
+        bound.append((context, sockets))
+    if broker.advertised is None:
+        broker.advertised = broker.endpoints[config.listeners[0].name]
+    return bound
+
+
+def advertised_endpoint(config, listener, bound_host: str, bound_port: int) -> Endpoint:
+    """The endpoint published for ``listener``: its advertised.listeners entry, with the bound
+    port where the listener's own port is advertised (possibly 0, ephemeral)."""
+    for entry in config.advertised_listeners:
+        if entry.name == listener.name:
+            port = bound_port if entry.port in (0, listener.port) else entry.port
+            return Endpoint(entry.host or bound_host, port)
+    return Endpoint(listener.host or bound_host, bound_port)
 
 
 async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -495,18 +547,14 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
     try:
         async with trio.open_nursery() as nursery:
             limits = ConnectionLimits.from_config(broker.config)
-            listeners = await trio.open_tcp_listeners(port, host=host or None)
-            bound_host, bound_port = listeners[0].socket.getsockname()[:2]
-            if broker.advertised is None:
-                port = broker.config.advertised_port or bound_port
-                if broker.config.advertised_port == broker.config.listen_port:
-                    port = bound_port  # advertised = listeners, possibly with port 0
-                broker.advertised = Endpoint(broker.config.advertised_host or bound_host, port)
+            bound = await bind_listeners(broker, host, port)
+            bound_host, bound_port = bound[0][1][0].socket.getsockname()[:2]
             if broker.cluster is not None:
                 await nursery.start(broker.cluster.run)
-            await nursery.start(functools.partial(
-                serve_listeners, functools.partial(handle_connection, broker, limits=limits), listeners,
-                handler_nursery=nursery, open_connections=lambda: broker.connections))
+            for context, sockets in bound:
+                await nursery.start(functools.partial(
+                    serve_listeners, functools.partial(handle_connection, broker, limits=limits, listener=context),
+                    sockets, handler_nursery=nursery, open_connections=lambda: broker.connections))
             await nursery.start(broker.run_housekeeping)
             await nursery.start(broker.cleaner.run)
             await nursery.start(broker.groups.run_timers)

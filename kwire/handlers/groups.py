@@ -23,7 +23,7 @@ def service(ctx):
 
 
 def coordinator_entry(ctx, key: str, key_type: int) -> dict:
-    ep = ctx.broker.advertised
+    ep = ctx.broker.endpoint_for(ctx.listener)
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),

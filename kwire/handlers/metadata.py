@@ -57,7 +57,7 @@ def broker_entries(ctx) -> tuple[list[dict], int]:
     """(live brokers, controller id): this node alone, or the cluster's live brokers."""
     cluster = ctx.broker.cluster
     if cluster is None or cluster.snapshot is None:
-        ep = ctx.broker.advertised
+        ep = ctx.broker.endpoint_for(ctx.listener)
         return [{"node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port, "rack": None}], \
             ctx.broker.node_id
     snap = cluster.snapshot

@@ -247,7 +247,8 @@ def test_custom_listener_name_via_protocol_map():
 @pytest.mark.parametrize("text, fragment", [
     ("listeners=localhost:9092", "NAME://host:port"),
     ("listeners=PLAINTEXT://:99999", "65535"),
-    ("listeners=SSL://:9093", "PLAINTEXT"),
+    ("listeners=SASL_SSL://:9093", "serves PLAINTEXT and SSL"),
+    ("listeners=SSL://127.0.0.1:9093\nzookeeper.connect=127.0.0.1:2181", "cluster mode"),
     ("listeners=CLIENT://:9093", "security protocol"),
     ("listeners=PLAINTEXT://:1,PLAINTEXT://:2", "repeats"),
     ("listeners=PLAINTEXT://0.0.0.0:9092", "0.0.0.0"),
@@ -260,9 +261,26 @@ def test_bad_listeners(text, fragment):
 
 
 def test_notes_never_show_passwords():
-    c = broker_config_from_text("ssl.keystore.password=secret\nnum.partitions=3")
+    c = broker_config_from_text("ssl.keystore.password=secret\nnum.partitions=3\n"
+                                "listener.name.client.ssl.key.password=secret2")
     assert c.num_partitions == 3
-    assert any("ssl.keystore.password" in n and "secret" not in n for n in c.notes)
+    assert c.value_of("ssl.keystore.password") == "secret"
+    assert not any("secret" in line for line in c.notes + c.warnings)
+
+
+def test_several_listeners_with_their_security_protocols():
+    c = broker_config_from_text("listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,CLIENT://127.0.0.1:0\n"
+                                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CLIENT:SSL\n"
+                                "listener.name.client.ssl.client.auth=required")
+    assert [(x.name, x.protocol) for x in c.listeners] == [("PLAINTEXT", "PLAINTEXT"), ("SSL", "SSL"),
+                                                         ("CLIENT", "SSL")]
+    assert [(x.name, x.protocol) for x in c.advertised_listeners] == [
+        ("PLAINTEXT", "PLAINTEXT"), ("SSL", "SSL"), ("CLIENT", "SSL")]
+    assert not c.warnings                 # listener.name.<l>.ssl.* is a known override
+    from kwire.admin.security_config import listener_settings
+    client = listener_settings(c.values, c.originals, "CLIENT", "ssl.")
+    assert client["ssl.client.auth"] == "required" and client["ssl.keystore.type"] == "JKS"
+    assert listener_settings(c.values, c.originals, "SSL", "ssl.")["ssl.client.auth"] == "none"
 
 
 def test_broker_config_is_frozen():
