@@ -321,7 +321,7 @@ def _resolve_listeners(values: Mapping[str, Any], notes: list[str]
         if protocol not in SERVED_PROTOCOLS:
             raise invalid("listeners", values["listeners"],
                           f"listener {listener.name} uses {protocol}; kwire serves "
-                          f"{' and '.join(SERVED_PROTOCOLS)} listeners")
+                          f"{', '.join(SERVED_PROTOCOLS)} listeners")
         if protocol != "PLAINTEXT" and values["zookeeper.connect"]:
             raise invalid("listeners", values["listeners"],
                           f"listener {listener.name} uses {protocol}; in cluster mode (zookeeper.connect) "

@@ -6,8 +6,8 @@ listener override any ``ssl.*`` or ``sasl.*`` key with
 ``listener.name.<listener>.<mechanism in lower case>.sasl.jaas.config``);
 ``listener_settings`` resolves them for one listener.
 
-Security protocols: PLAINTEXT and SSL are served.  SASL_PLAINTEXT and SASL_SSL are
-parsed but refused at start-up until the SASL exchange is wired into the server.
+Security protocols: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL are served; in cluster
+mode only PLAINTEXT for now.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from .config_def import ConfigKey, ConfigType as T, at_least, one_of
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SERVED_PROTOCOLS = PROTOCOLS
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 LISTENER_PREFIX = "listener.name."
 
@@ -45,6 +45,8 @@ SECURITY_KEYS: list[ConfigKey] = [
     ConfigKey("sasl.enabled.mechanisms", T.LIST, ("GSSAPI",), "SASL mechanisms enabled on SASL listeners."),
     ConfigKey("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", "SASL mechanism between brokers."),
     ConfigKey("sasl.jaas.config", T.PASSWORD, None, "JAAS login context (users of PLAIN, for example)."),
+    ConfigKey("sasl.server.max.receive.size", T.INT, 524288,
+              "Largest frame a connection may send before its SASL authentication completes.", at_least(1)),
     ConfigKey("security.inter.broker.protocol", T.STRING, "PLAINTEXT",
               "Security protocol between brokers (when inter.broker.listener.name is not set).",
               one_of(*PROTOCOLS)),

@@ -37,10 +37,11 @@ from kafka.protocol import admin as _admin
 from kafka.protocol import consumer as _consumer
 from kafka.protocol import metadata as _metadata
 from kafka.protocol import producer as _producer
+from kafka.protocol import sasl as _sasl
 
 from .errors import CorruptFrame
 
-_MODULES = (_admin, _consumer, _metadata, _producer)
+_MODULES = (_admin, _consumer, _metadata, _producer, _sasl)
 
 
 def _collect() -> dict[int, tuple[type, type]]:

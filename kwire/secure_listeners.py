@@ -1,4 +1,4 @@
-"""What a connection knows of the listener it arrived on, and TLS on SSL listeners.
+"""What a connection knows of the listener it arrived on: TLS, and SASL's state.
 
 Every listener of ``listeners`` is bound (kwire.server.serve); a connection
 carries its ``ListenerContext``: the listener's name (Metadata and
@@ -12,6 +12,18 @@ an SSL connection reads each fetched slice with pread and encrypts it (the
 README's TLS section gives the cost).  The handshake must finish within
 ``HANDSHAKE_TIMEOUT_S``; garbage, a plaintext client or a refused client
 certificate ends in a closed connection and one INFO line, never more.
+
+SASL (SASL_PLAINTEXT, SASL_SSL): each connection has a ``SaslSession``, Kafka's
+SaslServerAuthenticator in sans-I/O form.  SaslHandshake picks the mechanism
+(v0: raw tokens follow, v1: SaslAuthenticate requests), the exchange runs
+through kwire.sasl's servers, and until it completes only ApiVersions and the
+SASL APIs are served, in frames of at most ``sasl.server.max.receive.size``
+bytes.  A failed exchange is answered after
+``connection.failed.authentication.delay.ms`` (so a client that retries at once is
+slowed down), then the connection closes.  The mechanisms of a listener are
+``listener.name.<l>.sasl.enabled.mechanisms`` or ``sasl.enabled.mechanisms``;
+the JAAS options of a mechanism are ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
+or ``sasl.jaas.config`` for all of them.
 """
 from __future__ import annotations
 
@@ -21,7 +33,10 @@ import ssl
 
 import trio
 
-from kwire.admin.broker_config import BrokerConfig, Listener
+from kwire.admin.broker_config import BrokerConfig, ConfigError, Listener
+from kwire.codecs.errors import ErrorCode
+
+from . import sasl
 
 logger = logging.getLogger("kwire.server")
 
@@ -35,6 +50,9 @@ class ListenerContext:
     protocol: str
     ssl_context: ssl.SSLContext | None = None
     principal_mapper: object | None = None     # kwire.tls.PrincipalMapper on TLS listeners
+    sasl_mechanisms: dict | None = None        # {mechanism: kwire.sasl factory} on SASL listeners
+    sasl_max_bytes: int = sasl.MAX_SASL_TOKEN_BYTES
+    failed_auth_delay_s: float = 0.1
 
     @property
     def tls(self) -> bool:
@@ -44,16 +62,98 @@ class ListenerContext:
 PLAINTEXT = ListenerContext("PLAINTEXT", "PLAINTEXT")
 
 
-def listener_context(config: BrokerConfig, listener: Listener) -> ListenerContext:
+def listener_context(config: BrokerConfig, listener: Listener, scram=None) -> ListenerContext:
     """Build a listener's context; raises ConfigError (kwire.admin.config_def) for a bad
-    ``ssl.*`` setting, naming the key.  Reads the key and trust stores."""
-    if listener.protocol not in ("SSL", "SASL_SSL"):
-        return ListenerContext(listener.name, listener.protocol)
-    from . import tls
+    ``ssl.*`` or ``sasl.*`` setting, naming the key.  Reads the key and trust stores.
+    ``scram`` is the SCRAM credential store (an empty one when None: checking only)."""
     props = dict(config.originals)
-    return ListenerContext(listener.name, listener.protocol,
-                           tls.server_context(props, listener.name, security_protocol=listener.protocol),
-                           tls.principal_mapper(props, listener.name))
+    context = ListenerContext(listener.name, listener.protocol)
+    if listener.protocol in ("SSL", "SASL_SSL"):
+        from . import tls
+        context = dataclasses.replace(
+            context, ssl_context=tls.server_context(props, listener.name, security_protocol=listener.protocol),
+            principal_mapper=tls.principal_mapper(props, listener.name))
+    if listener.protocol.startswith("SASL_"):
+        max_bytes = config.value_of("sasl.server.max.receive.size")
+        context = dataclasses.replace(
+            context, sasl_mechanisms=_mechanisms(config, listener.name, scram, max_bytes),
+            sasl_max_bytes=max_bytes,
+            failed_auth_delay_s=config.value_of("connection.failed.authentication.delay.ms") / 1000)
+    return context
+
+
+def _listener_value(config: BrokerConfig, listener: str, key: str):
+    """``listener.name.<l>.<key>`` as given, else the broker-wide value of ``key``."""
+    return config.originals.get(f"listener.name.{listener.lower()}.{key}", config.value_of(key))
+
+
+def _mechanisms(config: BrokerConfig, listener: str, scram, max_bytes: int) -> dict:
+    key = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+    enabled = _listener_value(config, listener, "sasl.enabled.mechanisms")
+    entries = []
+    try:
+        for mechanism in sasl.parse_enabled_mechanisms(enabled):
+            own = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+            text = config.originals.get(own) or config.value_of("sasl.jaas.config")
+            if text:
+                entries.append(sasl.parse_jaas_config(text))
+        if scram is None:
+            from .scram import ScramCredentialStore
+            scram = ScramCredentialStore()
+        return sasl.server_factories(enabled, jaas=entries, scram=scram, max_token_bytes=max_bytes)
+    except ValueError as exc:
+        raise ConfigError(f"listener {listener} ({key} or sasl.enabled.mechanisms, and the JAAS "
+                          f"configs): {exc}") from None
+
+
+class SaslSession:
+    """One connection's SASL state (see the module docstring); Trio-free, reads no clock."""
+
+    def __init__(self, context: ListenerContext):
+        self.context = context
+        self.server = None             # the mechanism's exchange, after SaslHandshake
+        self.raw_tokens = False        # SaslHandshake v0: the next frames are bare tokens
+        self.principal: str | None = None
+        self.failed = False            # answer, then close after the delay
+
+    @property
+    def authenticated(self) -> bool:
+        return self.principal is not None
+
+    def handshake(self, mechanism: str, version: int, now_ms: int) -> ErrorCode:
+        """SaslHandshake: NONE, UNSUPPORTED_SASL_MECHANISM (then the connection closes) or
+        ILLEGAL_SASL_STATE (a second handshake)."""
+        if self.server is not None or self.authenticated:
+            self.failed = True
+            return ErrorCode.ILLEGAL_SASL_STATE
+        factory = self.context.sasl_mechanisms.get(mechanism)
+        if factory is None:
+            self.failed = True
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        self.server = factory(now_ms)
+        self.raw_tokens = version == 0
+        return ErrorCode.NONE
+
+    def authenticate(self, token: bytes) -> bytes:
+        """One token of the exchange; the server's answer.  Raises kwire.sasl.SaslError
+        (failed: the caller answers it, then closes)."""
+        if self.server is None or self.authenticated:
+            self.failed = True
+            raise sasl.SaslError("SaslAuthenticate request received in the wrong state",
+                                 "token outside an exchange", ErrorCode.ILLEGAL_SASL_STATE)
+        try:
+            challenge, done = self.server.step(bytes(token))
+        except sasl.SaslError:
+            self.failed = True
+            raise
+        if done:
+            self.principal = self.server.principal
+            self.raw_tokens = False
+        return challenge
+
+    @property
+    def mechanisms(self) -> list[str]:
+        return list(self.context.sasl_mechanisms)
 
 
 async def secure(stream: trio.SocketStream, context: ListenerContext, peer: str

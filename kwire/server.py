@@ -44,7 +44,8 @@ from .budget import ByteBudget
 from .lowat import RCVLOWAT_MAX, set_rcvlowat
 from .listener import serve_listeners
 from .registry import HANDLERS, Deferred
-from .secure_listeners import ANONYMOUS, PLAINTEXT, ListenerContext, listener_context, secure
+from .sasl import SaslError
+from .secure_listeners import ANONYMOUS, PLAINTEXT, ListenerContext, SaslSession, listener_context, secure
 
 logger = logging.getLogger("kwire.server")
 
@@ -68,6 +69,7 @@ class RequestContext:
     wait_peer_closed: Callable[[], Awaitable[None]] = _never
     listener: str = "PLAINTEXT"          # the name of the listener the request came through
     principal: str = ANONYMOUS           # who the connection proved to be (TLS, SASL)
+    sasl: SaslSession | None = None      # the connection's SASL state on a SASL listener
 
 
 def _flexible(api_key: int, api_version: int) -> bool | None:
@@ -100,6 +102,8 @@ class ConnectionLimits:
 # Requests whose decoded form keeps the record bytes: their budget is held until they are handled
 # (Kafka's "delayed allocation" APIs); every other request gives it back once decoded.
 HOLDS_RECORDS = frozenset({0})
+# What a connection may ask before its SASL authentication completed (Kafka's rule).
+PRE_AUTHENTICATION_APIS = frozenset({18, 17, 36})   # ApiVersions, SaslHandshake, SaslAuthenticate
 RECEIVE_HEAD_BYTES = 65536
 # Responses a connection may owe (deferred or queued behind one) before it stops reading
 # requests: beyond it, TCP pushes back on the client as with one request in flight.
@@ -137,6 +141,10 @@ class Connection:
         self.reserved: int | None = None              # budget bytes held by the current request
         self.lowat = 1                                # the socket's SO_RCVLOWAT (kwire.lowat)
         self.peer = peer_name(stream)
+        self.sasl = None
+        if listener.sasl_mechanisms is not None:     # nothing but SASL until authenticated
+            self.sasl = SaslSession(listener)
+            self.frames.max_size = min(self.frames.max_size, listener.sasl_max_bytes)
 
     async def _receive(self) -> int:
         """Read once, into the frame body when its size is known; returns the byte count (0 = EOF)."""
@@ -258,6 +266,9 @@ class Connection:
             frame = await self.read_frame()
             if frame is None:
                 return
+            if self.sasl is not None and not self.sasl.authenticated:
+                await self.serve_unauthenticated(frame)
+                continue
             decoded = self.decode_frame(frame)
             del frame      # the decoded request no longer needs the frame's buffer
             try:
@@ -277,6 +288,37 @@ class Connection:
                 self._owe(_Owed(parts))
             elif parts is not None:
                 await self.send_parts(parts)
+
+    async def serve_unauthenticated(self, frame: bytearray) -> None:
+        """A frame before SASL authentication completed: a bare token after SaslHandshake v0,
+        else ApiVersions or a SASL request; anything else closes the connection.  A failed
+        exchange is answered after the listener's delay, then the connection closes."""
+        session = self.sasl
+        try:
+            if session.raw_tokens:
+                try:
+                    challenge = session.authenticate(frame)
+                    parts = [SIZE.pack(len(challenge)) + challenge]
+                except SaslError as exc:
+                    logger.info("%s: SASL authentication failed: %s", self.peer, exc.detail)
+                    parts = None
+            else:
+                decoded = self.decode_frame(frame)
+                if not isinstance(decoded, list) and decoded[0].api_key not in PRE_AUTHENTICATION_APIS:
+                    raise CloseConnection(f"{messages.api_name(decoded[0].api_key)} request before SASL "
+                                          f"authentication on listener {self.listener.name}")
+                parts = decoded if isinstance(decoded, list) else await self.handle_request(*decoded)
+        finally:
+            self.release_budget()
+        if session.failed:       # the answer waits too: a client retrying at once is slowed down
+            await trio.sleep(self.listener.failed_auth_delay_s)
+        if parts:
+            await self.send_parts(parts)
+        if session.failed:
+            raise CloseConnection("SASL authentication failed")
+        if session.authenticated:
+            self.principal = session.principal
+            self.frames.max_size = self.limits.max_frame_bytes
 
     def _fail(self, exc: Exception) -> None:
         if self._failure is None:
@@ -355,7 +397,7 @@ class Connection:
         returns them."""
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
-                             self.principal)
+                             self.principal, self.sasl)
 
         async def call():
             if header.api_version < handler.reject_below:
@@ -513,7 +555,8 @@ async def bind_listeners(broker: Broker, host: str, port: int) -> list[tuple[Lis
     config = broker.config
     bound = []
     for i, listener in enumerate(config.listeners):
-        context = listener_context(config, listener)
+        scram = getattr(getattr(broker, "scram", None), "store", None)   # kwire.scram_service
+        context = listener_context(config, listener, scram)
         sockets = await trio.open_tcp_listeners(port if i == 0 else listener.port,
                                                 host=(host if i == 0 else listener.host) or None)
         bound_host, bound_port = sockets[0].socket.getsockname()[:2]

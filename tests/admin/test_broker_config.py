@@ -247,7 +247,7 @@ def test_custom_listener_name_via_protocol_map():
 @pytest.mark.parametrize("text, fragment", [
     ("listeners=localhost:9092", "NAME://host:port"),
     ("listeners=PLAINTEXT://:99999", "65535"),
-    ("listeners=SASL_SSL://:9093", "serves PLAINTEXT and SSL"),
+    ("listeners=KERBEROS://:9093\nlistener.security.protocol.map=KERBEROS:GSSAPI", "serves PLAINTEXT, SSL"),
     ("listeners=SSL://127.0.0.1:9093\nzookeeper.connect=127.0.0.1:2181", "cluster mode"),
     ("listeners=CLIENT://:9093", "security protocol"),
     ("listeners=PLAINTEXT://:1,PLAINTEXT://:2", "repeats"),

@@ -1,0 +1,51 @@
+"""SaslHandshake (17) and SaslAuthenticate (36): SASL on SASL_PLAINTEXT / SASL_SSL listeners.
+
+The exchange itself is kwire.secure_listeners.SaslSession with kwire.sasl's
+mechanisms; these handlers only carry its tokens.  On a listener without SASL
+both answer ILLEGAL_SASL_STATE, as Kafka does.  A failed exchange is answered
+with its error and the connection then closes (kwire.server)."""
+from __future__ import annotations
+
+import logging
+
+from kwire.codecs.errors import ErrorCode
+
+from ..registry import handles
+from ..sasl import SaslError
+
+logger = logging.getLogger("kwire.sasl")
+
+
+@handles(17, 0, 1)
+async def handle_sasl_handshake(ctx, request):
+    session = ctx.sasl
+    if session is None:
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+    code = session.handshake(request.mechanism, ctx.api_version, ctx.broker.clock.now_ms())
+    if code != ErrorCode.NONE:
+        logger.info("%s: SASL handshake for %r refused (%s); enabled: %s", ctx.peer, request.mechanism,
+                    code.name, ", ".join(session.mechanisms))
+    return {"error_code": int(code), "mechanisms": session.mechanisms}
+
+
+@handles(36, 0, 2)
+async def handle_sasl_authenticate(ctx, request):
+    session = ctx.sasl
+    if session is None:
+        return failed(ErrorCode.ILLEGAL_SASL_STATE, "SASL authentication is not enabled on this listener")
+    try:
+        challenge = session.authenticate(request.auth_bytes or b"")
+    except SaslError as exc:
+        log_failure(ctx.peer, exc)
+        return failed(exc.code, exc.message)
+    if session.authenticated:
+        logger.debug("%s: authenticated as %s", ctx.peer, session.principal)
+    return {"error_code": 0, "error_message": None, "auth_bytes": challenge, "session_lifetime_ms": 0}
+
+
+def failed(code: ErrorCode, message: str) -> dict:
+    return {"error_code": int(code), "error_message": message, "auth_bytes": b"", "session_lifetime_ms": 0}
+
+
+def log_failure(peer: str, exc: SaslError) -> None:
+    logger.info("%s: SASL authentication failed: %s", peer, exc.detail)
