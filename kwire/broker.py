@@ -11,10 +11,12 @@ from kwire.admin.topic_config import effective_log_config
 from kwire.codecs.errors import KafkaApiError
 from kwire.log.manager import LogManager
 
+from .acl_service import AclService
 from .blocking import run_blocking
 from .cleaner_service import CleanerService
 from .clock import Clock, WallClock
 from .fetch_sessions import FetchSessionCache
+from .scram_service import ScramService
 from .group_service import GroupService
 from .txn_service import TransactionService
 
@@ -47,6 +49,8 @@ class Broker:
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cleaner = CleanerService(config, self.logs, self.clock)
+        self.acls = AclService(config, config.log_dirs[0])
+        self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set
         if config.value_of("zookeeper.connect"):
             from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode
@@ -58,6 +62,8 @@ class Broker:
 
     def open(self) -> None:
         self.logs.open(self.clock.now_ms())
+        self.acls.load()
+        self.scram.load()
         if self.cluster is None:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
             self.transactions.load()

@@ -8,6 +8,7 @@ import sys
 
 import trio
 
+from kwire.admin.acls import AuthorizerConfig
 from kwire.admin.broker_config import ConfigError, load_broker_config, parse_overrides
 
 from .allocator import tune_for_broker
@@ -72,6 +73,7 @@ def main(argv=None) -> int:
     try:      # TLS listeners: their key and trust stores load now, or the start is refused
         for listener in config.listeners:
             listener_context(config, listener)
+        AuthorizerConfig.from_values(config.values)
     except ConfigError as exc:
         print(f"kwire: invalid configuration: {exc}", file=sys.stderr)
         return 2

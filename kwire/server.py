@@ -33,6 +33,8 @@ from typing import Awaitable, Callable
 
 import trio
 
+from kwire.admin.acl_operations import cluster_gate
+from kwire.admin.acls import host_address
 from kwire.codecs import messages
 from kwire.codecs.errors import CloseConnection, CorruptFrame, ErrorCode, KafkaApiError
 from kwire.codecs.framing import SIZE, FrameBuffer, frame_response, parse_request_header
@@ -70,6 +72,18 @@ class RequestContext:
     listener: str = "PLAINTEXT"          # the name of the listener the request came through
     principal: str = ANONYMOUS           # who the connection proved to be (TLS, SASL)
     sasl: SaslSession | None = None      # the connection's SASL state on a SASL listener
+    host: str = "127.0.0.1"              # the client's address as ACL hosts name it
+
+    def allowed(self, operation, resource_type, name: str) -> bool:
+        """Whether the ACLs let this connection's principal do ``operation`` (an
+        kwire.admin.acls.AclOperation) on the resource; always True with no authorizer."""
+        return self.broker.acls.authorizer.authorize(self.principal, self.host, operation,
+                                                     resource_type, name)
+
+    def authorized(self, operation, resource_type, names) -> set[str]:
+        """The ``names`` this connection may ``operation`` (all of them with no authorizer)."""
+        return self.broker.acls.authorizer.filter_authorized(self.principal, self.host, operation,
+                                                             resource_type, names)
 
 
 def _flexible(api_key: int, api_version: int) -> bool | None:
@@ -141,6 +155,7 @@ class Connection:
         self.reserved: int | None = None              # budget bytes held by the current request
         self.lowat = 1                                # the socket's SO_RCVLOWAT (kwire.lowat)
         self.peer = peer_name(stream)
+        self.host = host_address(self.peer.rpartition(":")[0].strip("[]") or "127.0.0.1")
         self.sasl = None
         if listener.sasl_mechanisms is not None:     # nothing but SASL until authenticated
             self.sasl = SaslSession(listener)
@@ -397,17 +412,32 @@ class Connection:
         returns them."""
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
-                             self.principal, self.sasl)
+                             self.principal, self.sasl, self.host)
 
         async def call():
             if header.api_version < handler.reject_below:
                 raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
                                     f"version {header.api_version} is no longer supported")
+            if self.broker.acls.enabled:
+                self.check_cluster_acls(header)
             return await handler.func(ctx, request)
         fields = await self.answer(header, request, call)
         if type(fields) is Deferred:
             return Deferred(functools.partial(self.complete_deferred, header, request, fields))
         return None if fields is None else self.encode_response(header, request, fields)
+
+    def check_cluster_acls(self, header) -> None:
+        """The API's cluster-level ACL checks (kwire.admin.acl_operations.cluster_gate); an API
+        with no ACL mapping is denied.  Raises KafkaApiError."""
+        try:
+            code = cluster_gate(self.broker.acls.authorizer, header.api_key, header.api_version,
+                                self.principal, self.host)
+        except KeyError:
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if code is not None:
+            logger.info("%s: %s denied %s (%s)", self.peer, self.principal, messages.api_name(header.api_key),
+                        ErrorCode(code).name)
+            raise KafkaApiError(ErrorCode(code), "Cluster authorization failed.")
 
     async def complete_deferred(self, header, request, deferred: Deferred) -> list | None:
         fields = await self.answer(header, request, deferred.complete)

@@ -4,6 +4,8 @@ kafka-python is the oracle: a response dict encoded by kwire must be the bytes
 kafka-python's generated encoder writes for the same values, and must decode
 (with kafka-python's decoder) back to exactly those values.
 """
+import types
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -52,10 +54,13 @@ def assert_matches_kafka_python(api_key, version, fields):
 
 
 class Request:
-    """What error_response reads from a decoded request."""
+    """What error_response reads from a decoded request: the version, and one entry in each
+    list an API answers entry by entry (CreateAcls, DeleteAcls, AlterUserScramCredentials)."""
 
     def __init__(self, version):
         self.API_VERSION = version
+        self.creations = self.filters = [object()]
+        self.upsertions, self.deletions = [], [types.SimpleNamespace(name="alice")]
 
 
 @pytest.mark.parametrize("api_key,version", ADVERTISED)
