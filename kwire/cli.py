@@ -50,6 +50,7 @@ DELEGATED = {
     "spark-demo": ("kwire.spark.cli", "run the Spark Structured Streaming demo pipeline on kwire"),
     "compat": ("kwire.compat_tests.cli", "run the client x scenario compatibility matrix against a broker"),
     "dev-cluster": ("kwire.dev_cluster", "start ZooKeeper and N replicated brokers on loopback (Ctrl-C stops them)"),
+    "scram": ("kwire.scram_cli", "set, delete or describe SCRAM users on a running broker (kafka-configs.sh --entity-type users)"),
 }
 
 
