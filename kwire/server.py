@@ -119,6 +119,7 @@ HOLDS_RECORDS = frozenset({0})
 # What a connection may ask before its SASL authentication completed (Kafka's rule).
 PRE_AUTHENTICATION_APIS = frozenset({18, 17, 36})   # ApiVersions, SaslHandshake, SaslAuthenticate
 RECEIVE_HEAD_BYTES = 65536
+RECEIVE_TLS_BYTES = 4 << 20       # plaintext asked of a TLS stream per read, at most
 # Responses a connection may owe (deferred or queued behind one) before it stops reading
 # requests: beyond it, TCP pushes back on the client as with one request in flight.
 MAX_PIPELINED = 8
@@ -164,11 +165,17 @@ class Connection:
     async def _receive(self) -> int:
         """Read once, into the frame body when its size is known; returns the byte count (0 = EOF)."""
         frames = self.frames
+        if self.sock is None and frames.announced() is not None and hasattr(self.stream, "receive_into"):
+            n = await self.stream.receive_into(frames.body_view())     # TLS: decrypted in place
+            frames.filled(n)
+            return n
         if frames.announced() is None or self.sock is None:
             if self.sock is not None:
                 data = await self.sock.recv(RECEIVE_HEAD_BYTES)
-            else:
-                data = await self.stream.receive_some(RECEIVE_HEAD_BYTES)
+            else:      # TLS (kwire.secure_listeners.TlsStream) or a test stream: the rest of the frame
+                size = frames.announced()
+                wanted = RECEIVE_HEAD_BYTES if size is None else size + 4 - frames.pending()
+                data = await self.stream.receive_some(min(max(wanted, RECEIVE_HEAD_BYTES), RECEIVE_TLS_BYTES))
             frames.feed(data)
             return len(data)
         view = frames.body_view()

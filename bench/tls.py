@@ -1,0 +1,115 @@
+"""TLS benchmark: produce and consume over an SSL listener against a PLAINTEXT one, and handshakes.
+
+    .venv/bin/python bench/tls.py [--records 200000] [--repeat 3]
+
+One ``kwire serve`` process with a PLAINTEXT and an SSL listener (a CA and
+certificate made for the run, tests/support/certs.py), on loopback:
+
+1. Produce 1 KiB records with librdkafka (confluent-kafka, acks=1) through each
+   listener; the ratio SSL/PLAINTEXT is the cost of TLS (target: >= 0.60).
+2. Consume them back from the beginning (assign mode) through each listener.
+3. Full TLS handshakes per second (new connection, handshake, close) with the
+   stdlib client, sequentially.
+
+Plaintext fetches go out with sendfile(2); TLS cannot, so an SSL fetch reads
+each slice with pread and encrypts it in the broker.  Prints a table and the
+ratios; no pass/fail (this is not a timed test).
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
+from tests.support.certs import CertificateAuthority  # noqa: E402
+
+VALUE = b"x" * 1024
+
+
+def produce(config: dict, topic: str, records: int) -> float:
+    producer = Producer({**config, "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError(f"{topic}: records left unacknowledged")
+    return records / (time.perf_counter() - started)
+
+
+def consume(config: dict, topic: str, records: int) -> float:
+    consumer = Consumer({**config, "group.id": f"bench-{topic}-{time.monotonic_ns()}", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    started, got = time.perf_counter(), 0
+    while got < records:
+        for msg in consumer.consume(10000, 1.0):
+            if msg.error() is None:
+                got += 1
+    rate = records / (time.perf_counter() - started)
+    consumer.close()
+    return rate
+
+
+def handshakes_per_second(port: int, truststore: str, seconds: float = 3.0) -> float:
+    context = ssl.create_default_context(cafile=truststore)
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost"):
+                count += 1
+    return count / (time.perf_counter() - started)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kwire-bench-tls-") as tmp:
+        server = CertificateAuthority().server_files(Path(tmp))
+        ports = {"PLAINTEXT": free_port(), "SSL": free_port()}
+        broker = BrokerProcess(Path(tmp) / "data", port=ports["PLAINTEXT"], properties={
+            "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
+            **server.kafka_properties("PEM")}, args=["--log-level", "WARNING"])
+        with broker:
+            configs = {"PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"},
+                       "SSL": {"bootstrap.servers": f"127.0.0.1:{ports['SSL']}", "security.protocol": "SSL",
+                               "ssl.ca.location": str(server.truststore)}}
+            runs: dict[str, list[float]] = {}
+            admin = AdminClient(configs["PLAINTEXT"])
+            for i in range(args.repeat):
+                for name, config in configs.items():
+                    topic = f"tls-{name.lower()}-{i}"
+                    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    runs.setdefault(f"produce {name}", []).append(produce(config, topic, args.records))
+                    runs.setdefault(f"consume {name}", []).append(consume(config, topic, args.records))
+            handshakes = handshakes_per_second(ports["SSL"], str(server.truststore))
+    m = {k: statistics.median(v) for k, v in runs.items()}
+    print(f"{'workload, 1 KiB records (records/s, median of %d)' % args.repeat:<52} {'PLAINTEXT':>12} {'SSL':>12} {'ratio':>7}")
+    for op in ("produce", "consume"):
+        print(f"{op:<52} {m[f'{op} PLAINTEXT']:>12,.0f} {m[f'{op} SSL']:>12,.0f} "
+              f"{m[f'{op} SSL'] / m[f'{op} PLAINTEXT']:>7.2f}")
+    print(f"{'TLS handshakes per second (one client, sequential)':<52} {handshakes:>12,.0f}")
+    print("target: TLS produce >= 0.60 of plaintext")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
