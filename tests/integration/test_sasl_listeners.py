@@ -16,11 +16,12 @@ import subprocess
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
+from tests.support.roundtrip import produce_and_consume
 from kwire.testing_process import BrokerProcess, free_port
 from tests.support.certs import CertificateAuthority
 
@@ -56,28 +57,11 @@ def plain(user: str, password: str) -> dict:
     return {"sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password}
 
 
-def roundtrip(bootstrap: str, topic: str, config: dict, count: int = 100) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **config})
-    for i in range(count):
-        producer.produce(topic, b"sasl-%d" % i)
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", **config})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
-    return got
-
-
 def test_confluent_kafka_plain_over_sasl_plaintext(sasl):
     _broker, _server, ports = sasl
     config = {"security.protocol": "SASL_PLAINTEXT", **plain("alice", "alice-secret")}
-    assert roundtrip(f"127.0.0.1:{ports['SASL_PLAINTEXT']}", "sasl-plain", config) == [
+    config["bootstrap.servers"] = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+    assert produce_and_consume(config, "sasl-plain", 100, b"sasl-") == [
         b"sasl-%d" % i for i in range(100)]
     metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['SASL_PLAINTEXT']}", **config}
                            ).list_topics(timeout=10)
@@ -88,7 +72,8 @@ def test_confluent_kafka_plain_over_sasl_ssl(sasl):
     _broker, server, ports = sasl
     config = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(server.truststore),
               **plain("admin", "admin-secret")}
-    assert roundtrip(f"127.0.0.1:{ports['SASL_SSL']}", "sasl-ssl", config, 50) == [
+    config["bootstrap.servers"] = f"127.0.0.1:{ports['SASL_SSL']}"
+    assert produce_and_consume(config, "sasl-ssl", 50, b"sasl-") == [
         b"sasl-%d" % i for i in range(50)]
 
 

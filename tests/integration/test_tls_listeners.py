@@ -12,12 +12,12 @@ import asyncio
 import shutil
 import socket
 import subprocess
-import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from tests.support.roundtrip import produce_and_consume
 from kwire.testing_process import BrokerProcess, BrokerStartError, free_port
 from tests.support.certs import CertificateAuthority
 
@@ -45,28 +45,11 @@ def tls(tmp_path_factory):
     broker.close()
 
 
-def roundtrip_confluent(bootstrap: str, topic: str, config: dict, count: int = 200) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **config})
-    for i in range(count):
-        producer.produce(topic, b"tls-%d" % i)
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", **config})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
-    return got
-
-
 def test_confluent_kafka_produces_and_consumes_over_tls(tls):
     broker, server, alice, ports = tls
     config = {"security.protocol": "SSL", **alice.librdkafka_config(client_certificate=False)}
-    got = roundtrip_confluent(f"127.0.0.1:{ports['SSL']}", "tls-confluent", config)
+    config["bootstrap.servers"] = f"127.0.0.1:{ports['SSL']}"
+    got = produce_and_consume(config, "tls-confluent", 200, b"tls-")
     assert got == [b"tls-%d" % i for i in range(200)]
     metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['SSL']}", **config}).list_topics(timeout=10)
     assert [(b.host, b.port) for b in metadata.brokers.values()] == [("127.0.0.1", ports["SSL"])]

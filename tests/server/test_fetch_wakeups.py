@@ -19,7 +19,8 @@ async def parked(broker, name: str, replica: bool, woken: list) -> None:
     woken.append(name)
 
 
-def test_log_end_wakes_followers_and_high_watermark_wakes_consumers(tmp_path):
+def scenario_with_both_parked(tmp_path, then):
+    """Park a consumer's and a follower's fetch on ``TP``, run ``then(broker, woken)``."""
     async def scenario():
         async with connected(tmp_path) as (broker, _client):
             woken: list[str] = []
@@ -27,25 +28,25 @@ def test_log_end_wakes_followers_and_high_watermark_wakes_consumers(tmp_path):
                 nursery.start_soon(parked, broker, "consumer", False, woken)
                 nursery.start_soon(parked, broker, "follower", True, woken)
                 await trio.sleep(1)
-                broker.notify_log_end([TP])
-                await trio.sleep(1)
-                assert woken == ["follower"]
-                broker.notify_committed([TP])
-                await trio.sleep(1)
-                assert woken == ["follower", "consumer"]
+                await then(broker, woken)
+            assert not broker._fetch_waiters and not broker._replica_waiters
     run(scenario)
+
+
+def test_log_end_wakes_followers_and_high_watermark_wakes_consumers(tmp_path):
+    async def then(broker, woken):
+        broker.notify_log_end([TP])
+        await trio.sleep(1)
+        assert woken == ["follower"]
+        broker.notify_committed([TP])
+        await trio.sleep(1)
+        assert woken == ["follower", "consumer"]
+    scenario_with_both_parked(tmp_path, then)
 
 
 def test_an_append_on_a_single_node_wakes_both(tmp_path):
-    async def scenario():
-        async with connected(tmp_path) as (broker, _client):
-            woken: list[str] = []
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(parked, broker, "consumer", False, woken)
-                nursery.start_soon(parked, broker, "follower", True, woken)
-                await trio.sleep(1)
-                broker.notify_appended([TP, ("other", 0)])
-                await trio.sleep(1)
-                assert sorted(woken) == ["consumer", "follower"]
-            assert not broker._fetch_waiters and not broker._replica_waiters
-    run(scenario)
+    async def then(broker, woken):
+        broker.notify_appended([TP, ("other", 0)])
+        await trio.sleep(1)
+        assert sorted(woken) == ["consumer", "follower"]
+    scenario_with_both_parked(tmp_path, then)
