@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from kwire.testing_process import BrokerProcess, free_port
-from tests.java_client.test_perf_tools import require_tools, run_tool  # noqa: F401  (fixture)
+from tests.java_client.test_perf_tools import TOOLS_JAR, run_tool
 from tests.support.certs import CertificateAuthority
 
 COUNT = 5_000
@@ -19,6 +19,8 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
+    if not TOOLS_JAR.is_file():
+        pytest.skip(f"no {TOOLS_JAR.name} (the shared jars folder next to the project)")
     directory = tmp_path_factory.mktemp("java-tls")
     server = CertificateAuthority().server_files(directory)
     ports = {"PLAINTEXT": free_port(), "SSL": free_port(), "SASL_SSL": free_port()}
