@@ -75,11 +75,36 @@ def kafka_params(options: Mapping[str, str], client: type) -> dict:
         elif name == "acks":
             value = -1 if str(value) == "all" else int(value)
         params[name] = value
+    params.update(java_security_params(options))
     if "bootstrap_servers" not in params:
         raise ValueError('Option "kafka.bootstrap.servers" must be specified')
     params["bootstrap_servers"] = [s.strip() for s in str(params["bootstrap_servers"]).split(",")
                                    if s.strip()]
     return params
+
+
+_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def java_security_params(options: Mapping[str, str]) -> dict:
+    """The Java client's security options, as Spark users write them for ``format("kafka")``,
+    in kafka-python's terms: ``kafka.sasl.jaas.config`` (PlainLoginModule or
+    ScramLoginModule ``username``/``password``) and a PEM ``kafka.ssl.truststore.location``
+    (``kafka.ssl.truststore.type=PEM``, Kafka 2.7+).  kafka-python's own keys
+    (``kafka.sasl.plain.username``, ``kafka.ssl.cafile``...) still win."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    params: dict = {}
+    jaas = lowered.get("kafka.sasl.jaas.config")
+    if jaas:
+        found = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in _JAAS_OPTION.findall(jaas)}
+        if "username" in found:
+            params["sasl_plain_username"] = found["username"]
+        if "password" in found:
+            params["sasl_plain_password"] = found["password"]
+    if str(lowered.get("kafka.ssl.truststore.type", "")).upper() == "PEM" and "kafka.ssl.truststore.location" in lowered:
+        params["ssl_cafile"] = lowered["kafka.ssl.truststore.location"]
+    own = {k[6:].replace(".", "_") for k in lowered if k.startswith("kafka.")}
+    return {k: v for k, v in params.items() if k not in own}
 
 
 def consumer_params(options: Mapping[str, str]) -> dict:
