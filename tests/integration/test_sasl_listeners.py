@@ -19,7 +19,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
+from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+                                 SaslHandshakeResponse)
 
 from tests.support.roundtrip import produce_and_consume
 from kwire.testing_process import BrokerProcess, free_port
@@ -197,3 +198,15 @@ def test_an_oversized_frame_before_authentication_is_refused_unread(sasl):
         assert closed(s)
     assert broker.alive()
     assert AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).brokers
+
+
+def test_sasl_messages_out_of_order_get_illegal_sasl_state_then_a_close(sasl):
+    broker, _server, ports = sasl
+    with socket.create_connection(("127.0.0.1", ports["SASL_PLAINTEXT"]), timeout=10) as s:
+        s.sendall(frame(SaslAuthenticateRequest[1](auth_bytes=b"\x00alice\x00alice-secret"), 1))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        response = SaslAuthenticateResponse.decode(memoryview(s.recv(size, socket.MSG_WAITALL)), version=1,
+                                                   header=True)
+        assert response.error_code == 34                      # ILLEGAL_SASL_STATE
+        assert closed(s)
+    assert broker.alive()
