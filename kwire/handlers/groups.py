@@ -7,15 +7,38 @@ Each handler maps wire fields to one call of the broker's ``GroupService``
 SyncGroup that must wait parks in that call, so the connection's next request
 is read only after it is answered (responses stay in order) while every other
 connection goes on being served.
+
+ACLs, as Kafka's KafkaApis checks them (``authz_groups``; nothing with no authorizer):
+
+* FindCoordinator: DESCRIBE on the group or transactional id per key (key_type 0/1); v4+
+  answers a denied key with GROUP/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and goes on, below
+  v4 the error is the whole answer.  Internal topics are created only for allowed keys.
+* JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group, else the whole request is
+  GROUP_AUTHORIZATION_FAILED (SyncGroup v5+ without protocol type or name is
+  INCONSISTENT_GROUP_PROTOCOL first, as Kafka).
+* OffsetCommit: READ on the group (every partition GROUP_AUTHORIZATION_FAILED), then READ per
+  topic (its partitions TOPIC_AUTHORIZATION_FAILED; the others are committed).
+* OffsetFetch: DESCRIBE on each group (that group GROUP_AUTHORIZATION_FAILED), DESCRIBE per
+  topic: a listed topic denied answers TOPIC_AUTHORIZATION_FAILED per partition (after the
+  allowed ones), fetching all offsets leaves denied topics out.
+* DescribeGroups: DESCRIBE per group (denied groups first, as Kafka); v3+
+  include_authorized_operations reports the group's allowed operations.
+* ListGroups: DESCRIBE on the cluster lists every group, otherwise the groups allowed DESCRIBE.
+* DeleteGroups: DELETE per group (distinct names; denied ones after the others).
+* OffsetDelete: DELETE on the group (the whole request), then READ per topic.
 """
 from __future__ import annotations
 
+from kwire.admin.acls import CLUSTER_NAME
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import JoinRequest, OffsetCommit, SyncRequest
 
 from ..registry import handles
+from .authz_groups import (CLUSTER, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, acls_on,
+                           authorized_operations, denied, unauthorized)
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_DENIED, TOPIC_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED), int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def service(ctx):
@@ -53,19 +76,42 @@ def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
             "error_code": 0, "error_message": None}
 
 
+# FindCoordinator's check per key type, and the error's message as Kafka's Errors words it
+KEY_ACLS = {GROUP_KEY: (GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+            TRANSACTION_KEY: (TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              "Transactional Id authorization failed.")}
+
+
+def refused_keys(ctx, keys, key_type: int) -> dict[str, tuple]:
+    """FindCoordinator: the keys the principal may not DESCRIBE, each with its (error, message)."""
+    check = KEY_ACLS.get(key_type)
+    if check is None or not acls_on(ctx):
+        return {}
+    resource_type, error, message = check
+    return {key: (error, message) for key in unauthorized(ctx, DESCRIBE, resource_type, keys)}
+
+
 @handles(10, 0, 6)
 async def handle_find_coordinator(ctx, request):
     key_type = getattr(request, "key_type", GROUP_KEY) or GROUP_KEY
-    try:
-        if key_type == TRANSACTION_KEY:
-            await ctx.broker.transactions.state_topic()
-        else:
-            await service(ctx).offsets_topic()
-    except KafkaApiError:
-        pass              # cluster mode: still being created; the entries say COORDINATOR_NOT_AVAILABLE
+    keys = list(request.coordinator_keys) if ctx.api_version >= 4 else [request.key]
+    refused = refused_keys(ctx, keys, key_type)
+    if not refused or len(refused) < len(set(keys)):      # as Kafka: no internal topic for denied keys
+        try:
+            if key_type == TRANSACTION_KEY:
+                await ctx.broker.transactions.state_topic()
+            else:
+                await service(ctx).offsets_topic()
+        except KafkaApiError:
+            pass          # cluster mode: still being created; the entries say COORDINATOR_NOT_AVAILABLE
     if ctx.api_version >= 4:
-        return {"throttle_time_ms": 0,
-                "coordinators": [coordinator_entry(ctx, k, key_type) for k in request.coordinator_keys]}
+        return {"throttle_time_ms": 0, "coordinators": [
+            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": int(refused[k][0]),
+             "error_message": None} if k in refused else coordinator_entry(ctx, k, key_type) for k in keys]}
+    if refused:
+        error, message = refused[request.key]
+        return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message,
+                "node_id": -1, "host": "", "port": -1}
     entry = coordinator_entry(ctx, request.key, key_type)
     return {"throttle_time_ms": 0, "error_code": entry["error_code"], "error_message": entry["error_message"],
             "node_id": entry["node_id"], "host": entry["host"], "port": entry["port"]}
@@ -73,6 +119,10 @@ async def handle_find_coordinator(ctx, request):
 
 @handles(11, 0, 9)
 async def handle_join_group(ctx, request):
+    if denied(ctx, READ, GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "generation_id": -1, "protocol_type": None,
+                "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": "",
+                "members": []}
     r = await service(ctx).join(JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None), protocol_type=request.protocol_type,
@@ -91,6 +141,15 @@ async def handle_join_group(ctx, request):
 
 @handles(14, 0, 5)
 async def handle_sync_group(ctx, request):
+    if acls_on(ctx):
+        error = None
+        if ctx.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL      # Kafka's check before the ACL's
+        elif denied(ctx, READ, GROUP, request.group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if error is not None:
+            return {"throttle_time_ms": 0, "error_code": int(error), "protocol_type": None, "protocol_name": None,
+                    "assignment": b""}
     r = await service(ctx).sync(SyncRequest(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -102,6 +161,8 @@ async def handle_sync_group(ctx, request):
 
 @handles(12, 0, 4)
 async def handle_heartbeat(ctx, request):
+    if denied(ctx, READ, GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
     error = await service(ctx).heartbeat(request.group_id, request.generation_id, request.member_id,
                                          getattr(request, "group_instance_id", None))
     return {"throttle_time_ms": 0, "error_code": int(error)}
@@ -109,6 +170,8 @@ async def handle_heartbeat(ctx, request):
 
 @handles(13, 0, 5)
 async def handle_leave_group(ctx, request):
+    if denied(ctx, READ, GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "members": []}
     if ctx.api_version >= 3:
         members = [(m.member_id or None, m.group_instance_id, getattr(m, "reason", None))
                    for m in request.members]
@@ -126,17 +189,41 @@ async def handle_leave_group(ctx, request):
 
 @handles(8, 2, 9)
 async def handle_offset_commit(ctx, request):
+    refused: set[str] = set()
+    if acls_on(ctx):
+        if denied(ctx, READ, GROUP, request.group_id):
+            return {"throttle_time_ms": 0, "topics": partition_errors(request.topics, {}, GROUP_DENIED)}
+        refused = unauthorized(ctx, READ, TOPIC, [t.name for t in request.topics])
     offsets = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                            p.committed_metadata) for t in request.topics for p in t.partitions]
-    errors = iter(await service(ctx).commit_offsets(
-        request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
-        getattr(request, "group_instance_id", None), offsets))
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(next(errors))}
-                                        for p in t.partitions]} for t in request.topics]}
+                            p.committed_metadata) for t in request.topics if t.name not in refused
+               for p in t.partitions]
+    errors = iter(())
+    if offsets or not refused:
+        errors = iter(await service(ctx).commit_offsets(
+            request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
+            getattr(request, "group_instance_id", None), offsets))
+    return {"throttle_time_ms": 0, "topics": partition_errors(request.topics, dict.fromkeys(refused, TOPIC_DENIED),
+                                                              errors)}
+
+
+def partition_errors(topics, topic_errors: dict[str, int], errors) -> list[dict]:
+    """The topics/partitions of an OffsetCommit, TxnOffsetCommit or OffsetDelete answer: a topic in
+    ``topic_errors`` has that error on every partition, the others take the next of ``errors``
+    (an iterator, in request order) or, given an int, that error."""
+    def error_of(topic: str) -> int:
+        if topic in topic_errors:
+            return topic_errors[topic]
+        return errors if isinstance(errors, int) else int(next(errors))
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error_of(t.name)}
+                                            for p in t.partitions]} for t in topics]
 
 
 def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False) -> list[dict]:
+    refused: list = []
+    if topics is not None and acls_on(ctx):
+        denied_names = unauthorized(ctx, DESCRIBE, TOPIC, [t.name for t in topics])
+        refused = [t for t in topics if t.name in denied_names]
+        topics = [t for t in topics if t.name not in denied_names]
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     rows = service(ctx).fetch_offsets(group_id, wanted, require_stable)
     by_topic: dict[str, list] = {}
@@ -144,24 +231,45 @@ def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False
         by_topic.setdefault(topic, []).append({
             "partition_index": partition, "committed_offset": offset, "committed_leader_epoch": leader_epoch,
             "metadata": metadata, "error_code": int(error)})
-    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    if topics is None and acls_on(ctx):      # all offsets: topics not allowed DESCRIBE are left out
+        for name in unauthorized(ctx, DESCRIBE, TOPIC, by_topic, log=False):
+            del by_topic[name]
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()] + [
+        {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                         "metadata": "", "error_code": TOPIC_DENIED} for p in t.partition_indexes]}
+        for t in refused]
 
 
 @handles(9, 1, 9)
 async def handle_offset_fetch(ctx, request):
     stable = bool(getattr(request, "require_stable", False))     # v7+ (KIP-447)
     if ctx.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
+        groups = [{"group_id": g.group_id, "topics": [], "error_code": GROUP_DENIED}
+                  if denied(ctx, DESCRIBE, GROUP, g.group_id) else
+                  {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
                    "error_code": 0} for g in request.groups]
         return {"throttle_time_ms": 0, "groups": groups}
+    if denied(ctx, DESCRIBE, GROUP, request.group_id):
+        # v1 has no top-level error: each partition carries it (Kafka 3.x's answer; 4.0 lists none)
+        topics = [] if ctx.api_version >= 2 else [
+            {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "",
+                                             "error_code": GROUP_DENIED} for p in t.partition_indexes]}
+            for t in request.topics or ()]
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": GROUP_DENIED}
     return {"throttle_time_ms": 0, "topics": fetch_group_offsets(ctx, request.group_id, request.topics, stable),
             "error_code": 0}
 
 
 @handles(15, 0, 6)
 async def handle_describe_groups(ctx, request):
-    out = []
+    refused = unauthorized(ctx, DESCRIBE, GROUP, request.groups)
+    with_operations = bool(acls_on(ctx) and getattr(request, "include_authorized_operations", False))
+    out = [{"error_code": GROUP_DENIED, "error_message": None, "group_id": group_id, "group_state": "",
+            "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": None}
+           for group_id in request.groups if group_id in refused]
     for group_id in request.groups:
+        if group_id in refused:
+            continue
         d = service(ctx).describe(group_id)
         error, message = int(d.error), None
         if ctx.api_version >= 6 and error == 0 and d.state == "Dead":     # KIP-1043: say it
@@ -172,7 +280,8 @@ async def handle_describe_groups(ctx, request):
                     "members": [{"member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
                                  "member_metadata": md, "member_assignment": a}
                                 for m, i, c, h, md, a in d.members],
-                    "authorized_operations": None})
+                    "authorized_operations": authorized_operations(ctx, GROUP, group_id)
+                    if with_operations and error == 0 else None})
     return {"throttle_time_ms": 0, "groups": out}
 
 
@@ -183,6 +292,9 @@ async def handle_list_groups(ctx, request):
     groups = service(ctx).list_groups(states)
     if types and "classic" not in [t.lower() for t in types]:
         groups = []
+    if acls_on(ctx) and not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):    # then only groups it may DESCRIBE
+        hidden = unauthorized(ctx, DESCRIBE, GROUP, [g for g, _, _ in groups], log=False)
+        groups = [row for row in groups if row[0] not in hidden]
     return {"throttle_time_ms": 0, "error_code": 0,
             "groups": [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"}
                        for g, pt, st in groups]}
@@ -190,16 +302,24 @@ async def handle_list_groups(ctx, request):
 
 @handles(42, 0, 2)
 async def handle_delete_groups(ctx, request):
-    errors = await service(ctx).delete_groups(list(request.groups_names))
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)}
-                                               for g, e in zip(request.groups_names, errors)]}
+    names, refused = list(request.groups_names), []
+    if acls_on(ctx):                  # as Kafka: each name once, the denied ones after the others
+        denied_names = unauthorized(ctx, DELETE, GROUP, names)
+        refused = [g for g in dict.fromkeys(names) if g in denied_names]
+        names = [g for g in dict.fromkeys(names) if g not in denied_names]
+    errors = await service(ctx).delete_groups(names) if names or not refused else []
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)} for g, e in zip(names, errors)]
+            + [{"group_id": g, "error_code": GROUP_DENIED} for g in refused]}
 
 
 @handles(47, 0, 0)
 async def handle_offset_delete(ctx, request):
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    refused: set[str] = set()
+    if acls_on(ctx):
+        if denied(ctx, DELETE, GROUP, request.group_id):
+            return {"error_code": GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
+        refused = unauthorized(ctx, READ, TOPIC, [t.name for t in request.topics])
+    wanted = [(t.name, p.partition_index) for t in request.topics if t.name not in refused for p in t.partitions]
     top, per_partition = await service(ctx).delete_offsets(request.group_id, wanted)
-    errors = iter(per_partition)
-    return {"error_code": int(top), "throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(next(errors))}
-                                        for p in t.partitions]} for t in request.topics]}
+    return {"error_code": int(top), "throttle_time_ms": 0,
+            "topics": partition_errors(request.topics, dict.fromkeys(refused, TOPIC_DENIED), iter(per_partition))}

@@ -9,6 +9,19 @@ which kwire does not implement.  InitProducerId is in ``producer_id``.
 
 A TxnOffsetCommit is checked with the transaction coordinator before the group
 coordinator takes its offsets (``verify_txn_offset_commit``), as Kafka 3.6+ does.
+
+ACLs, as Kafka's KafkaApis checks them (``authz_groups``; nothing with no authorizer):
+
+* AddPartitionsToTxn (v0-3, from clients): WRITE on the transactional id (every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE per topic, internal topics never
+  allowed: a denied topic's partitions are TOPIC_AUTHORIZATION_FAILED, an unknown one's
+  UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED, and nothing is added.
+* AddOffsetsToTxn: WRITE on the transactional id, then READ on the group.
+* EndTxn: WRITE on the transactional id.
+* TxnOffsetCommit: WRITE on the transactional id, then READ on the group (each an error on
+  every partition), then READ per topic (a denied topic's partitions
+  TOPIC_AUTHORIZATION_FAILED; the others are committed).
+* WriteTxnMarkers: ALTER or CLUSTER_ACTION on the cluster, checked before dispatch.
 """
 from __future__ import annotations
 
@@ -19,7 +32,10 @@ from kwire.groups.txn_coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
 
 from ..peer import PeerConnection, PeerError
 from ..registry import handles
+from .authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
 
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 VERIFY_TIMEOUT_S = 5.0        # asking another broker's transaction coordinator (Kafka: request.timeout.ms)
 
 
@@ -29,17 +45,28 @@ def answer(ctx, error: ErrorCode) -> int:
 
 @handles(24, 0, 3)
 async def handle_add_partitions_to_txn(ctx, request):
+    transactional_id = request.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if ctx.broker.logs.partition(*tp) is None}
-    if unknown:
-        # as Kafka: nothing is added; the unknown ones say so, the others OPERATION_NOT_ATTEMPTED
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+    refused: set[str] = set()
+    if acls_on(ctx):
+        if denied(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+            return add_partitions_answer(ctx, {tp: TXN_DENIED for tp in wanted})
+        names = {topic for topic, _ in wanted}
+        refused = (names & INTERNAL_TOPICS) | unauthorized(ctx, WRITE, TOPIC, names - INTERNAL_TOPICS)
+    unknown = {tp for tp in wanted if tp[0] not in refused and ctx.broker.logs.partition(*tp) is None}
+    if unknown or refused:
+        # as Kafka: nothing is added; the failed ones say why, the others OPERATION_NOT_ATTEMPTED
+        errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in refused else
+                  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                   for tp in wanted}
     else:
         result = await ctx.broker.transactions.add_partitions(
-            request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch, wanted)
+            transactional_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted)
         errors = {tp: result.error for tp in wanted}
+    return add_partitions_answer(ctx, errors)
+
+
+def add_partitions_answer(ctx, errors: dict[tuple[str, int], ErrorCode]) -> dict:
     by_topic: dict[str, list] = {}
     for (topic, partition), error in errors.items():
         by_topic.setdefault(topic, []).append({"partition_index": partition,
@@ -50,6 +77,10 @@ async def handle_add_partitions_to_txn(ctx, request):
 
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx, request):
+    if denied(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": int(TXN_DENIED)}
+    if denied(ctx, READ, GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     result = await ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
                                                        request.producer_epoch, request.group_id)
     return {"throttle_time_ms": 0, "error_code": answer(ctx, result.error)}
@@ -57,6 +88,8 @@ async def handle_add_offsets_to_txn(ctx, request):
 
 @handles(26, 0, 4)
 async def handle_end_txn(ctx, request):
+    if denied(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": int(TXN_DENIED)}
     result = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
                                                    request.producer_epoch, bool(request.committed))
     return {"throttle_time_ms": 0, "error_code": answer(ctx, result.error)}
@@ -81,28 +114,49 @@ async def handle_write_txn_markers(ctx, request):
 
 @handles(28, 0, 4)
 async def handle_txn_offset_commit(ctx, request):
+    refused: set[str] = set()
+    if acls_on(ctx):
+        error = None
+        if denied(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            error = TXN_DENIED
+        elif denied(ctx, READ, GROUP, request.group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if error is not None:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": int(error)}
+                                                for p in t.partitions]} for t in request.topics]}
+        refused = unauthorized(ctx, READ, TOPIC, [t.name for t in request.topics])
     offsets = [OffsetCommit(t.name, p.partition_index, p.committed_offset,
                             getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-               for t in request.topics for p in t.partitions]
+               for t in request.topics if t.name not in refused for p in t.partitions]
+    errors = await commit_txn_offsets(ctx, request, offsets) if offsets or not refused else []
+    by_topic: dict[str, list] = {}
+    for commit, error in zip(offsets, errors):
+        by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition,
+                                                      "error_code": int(error)})
+    for t in request.topics:
+        if t.name in refused:
+            by_topic.setdefault(t.name, []).extend(
+                {"partition_index": p.partition_index, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+                for p in t.partitions)
+    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+async def commit_txn_offsets(ctx, request, offsets: list[OffsetCommit]) -> list[ErrorCode]:
+    """The group coordinator's errors for ``offsets`` (each), after Kafka 3.6+'s verification."""
     groups = ctx.broker.groups
     try:
         await groups.offsets_topic()        # in a cluster: COORDINATOR_NOT_AVAILABLE while being created
         groups.check_owner(request.group_id)
         error = await verify_txn_offset_commit(ctx, request)
         if error != ErrorCode.NONE:
-            errors = [error] * len(offsets)
-        else:
-            errors = await groups.txn_commit_offsets(
-                request.group_id, request.producer_id, request.producer_epoch,
-                getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
-                getattr(request, "group_instance_id", None), offsets)
+            return [error] * len(offsets)
+        return await groups.txn_commit_offsets(
+            request.group_id, request.producer_id, request.producer_epoch,
+            getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
+            getattr(request, "group_instance_id", None), offsets)
     except KafkaApiError as exc:            # NOT_COORDINATOR: the group is coordinated elsewhere
-        errors = [exc.code] * len(offsets)
-    by_topic: dict[str, list] = {}
-    for commit, error in zip(offsets, errors):
-        by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition,
-                                                      "error_code": int(error)})
-    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        return [exc.code] * len(offsets)
 
 
 async def verify_txn_offset_commit(ctx, request) -> ErrorCode:

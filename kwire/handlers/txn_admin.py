@@ -19,6 +19,12 @@ Reads only, answered as Kafka's KafkaApis does:
   holds no replica of NOT_LEADER_OR_FOLLOWER (Kafka's ReplicaManager.getPartitionOrError),
   an offline one KAFKA_STORAGE_ERROR.
 
+ACLs, as Kafka's KafkaApis checks them (nothing with no authorizer): DescribeTransactions
+answers an id the principal may not DESCRIBE with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+leaves out the topics it may not DESCRIBE; ListTransactions leaves out the ids it may not
+DESCRIBE; DescribeProducers answers a valid topic it may not READ with
+TOPIC_AUTHORIZATION_FAILED on each partition (before telling whether it exists).
+
 None of them raises (DescribeProducers and DescribeTransactions have no top-level error code
 to fall back on).
 """
@@ -28,18 +34,31 @@ from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..registry import handles
+from .authz_groups import DESCRIBE, READ, TOPIC, TRANSACTIONAL_ID, acls_on, denied, unauthorized
 
 
 @handles(65, 0, 0)
 async def handle_describe_transactions(ctx, request):
+    ids = list(request.transactional_ids)
+    refused = unauthorized(ctx, DESCRIBE, TRANSACTIONAL_ID, ids)
+    described = iter(ctx.broker.transactions.describe_transactions([t for t in ids if t not in refused]))
     states = []
-    for d in ctx.broker.transactions.describe_transactions(list(request.transactional_ids)):
+    for transactional_id in ids:
+        if transactional_id in refused:
+            states.append({"error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                           "transactional_id": transactional_id, "topics": []})
+            continue
+        d = next(described)
+        topics = d.topics
+        if topics and acls_on(ctx):      # only the partitions of topics it may DESCRIBE
+            hidden = unauthorized(ctx, DESCRIBE, TOPIC, [topic for topic, _ in topics], log=False)
+            topics = [(topic, partitions) for topic, partitions in topics if topic not in hidden]
         states.append({
             "error_code": int(d.error), "transactional_id": d.transactional_id,
             "transaction_state": d.state, "transaction_timeout_ms": d.transaction_timeout_ms,
             "transaction_start_time_ms": d.transaction_start_time_ms, "producer_id": d.producer_id,
             "producer_epoch": d.producer_epoch,
-            "topics": [{"topic": topic, "partitions": list(partitions)} for topic, partitions in d.topics]})
+            "topics": [{"topic": topic, "partitions": list(partitions)} for topic, partitions in topics]})
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
@@ -48,10 +67,14 @@ async def handle_list_transactions(ctx, request):
     duration = request.duration_filter if ctx.api_version >= 1 else -1
     listing = ctx.broker.transactions.list_transactions(
         list(request.state_filters), list(request.producer_id_filters), duration)
+    rows = listing.states
+    if acls_on(ctx):                     # only the ids it may DESCRIBE
+        hidden = unauthorized(ctx, DESCRIBE, TRANSACTIONAL_ID, [t for t, _, _ in rows], log=False)
+        rows = [row for row in rows if row[0] not in hidden]
     return {"throttle_time_ms": 0, "error_code": int(listing.error),
             "unknown_state_filters": list(listing.unknown_state_filters),
             "transaction_states": [{"transactional_id": t, "producer_id": pid, "transaction_state": state}
-                                   for t, pid, state in listing.states]}
+                                   for t, pid, state in rows]}
 
 
 @handles(61, 0, 0)
@@ -70,6 +93,8 @@ def _topic_error(ctx, name: str) -> tuple[ErrorCode, str | None] | None:
         validate_topic_name(name)
     except KafkaApiError as exc:
         return exc.code, exc.message
+    if denied(ctx, READ, TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
     if not _topic_exists(ctx, name):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     return None
