@@ -15,7 +15,7 @@ import tempfile
 import trio
 from kafka.protocol.admin import DescribeProducersRequest
 from kafka.protocol.consumer import (JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
-                                     OffsetFetchRequest, SyncGroupRequest)
+                                     OffsetFetchRequest)
 from kafka.protocol.producer import AddPartitionsToTxnRequest, TxnOffsetCommitRequest
 
 from kwire.admin.acls import (CLUSTER_NAME, AclBinding, AclChange, AclOperation, AclPermissionType, PatternType,
