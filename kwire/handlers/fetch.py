@@ -16,11 +16,20 @@ offset of the oldest open transaction if lower).  A read_committed fetch
 (isolation_level 1) stops there and lists the aborted transactions of the range
 it read, which the client uses to skip their records; control batches are
 returned as they are (the clients drop them).
+
+With an authorizer (Kafka's KafkaApis, ``FetchGate``): a follower's fetch needs CLUSTER_ACTION
+on the cluster, else every partition answers TOPIC_AUTHORIZATION_FAILED; a consumer needs READ
+on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED after the UNKNOWN_TOPIC_ID
+check and before the existence check.  An incremental fetch checks every partition of its
+session each time (an ACL may have been removed since), before the idle ones are skipped.  As in
+Kafka, a refused partition does not end a long poll unless nothing else was asked for, and a v13+
+response names topics by id only, so a refused topic's name is never sent.
 """
 from __future__ import annotations
 
 import trio
 
+from kwire.admin.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 from kwire.log.slices import RecordSlices
 
@@ -28,6 +37,7 @@ from ..fetch_sessions import (
     FINAL_EPOCH, CachedPartition, Full, Incremental, SessionError, partition_key,
 )
 from ..registry import handles
+from . import authz
 
 # Record bytes below this size are copied into the response; larger runs are
 # streamed from the segment files with sendfile.
@@ -128,6 +138,45 @@ def materialize(responses: list[dict]) -> None:
                 entry["records"] = FileRecords(slices.open_files())
 
 
+class FetchGate:
+    """What the ACLs let one Fetch read, decided once per topic (made only with an authorizer)."""
+    __slots__ = ("ctx", "all_denied", "check_topics", "decided", "refused")
+
+    def __init__(self, ctx, replica_id: int):
+        self.ctx = ctx
+        follower = replica_id >= 0
+        self.all_denied = follower and authz.denied(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                                    CLUSTER_NAME)
+        self.check_topics = not follower      # an allowed follower reads every topic
+        self.decided: dict[str, bool] = {}
+        self.refused = 0                      # partitions answered TOPIC_AUTHORIZATION_FAILED
+
+    def denied(self, name: str | None, partitions: int = 1) -> bool:
+        """Whether a topic (None: an unknown topic id) is refused; if so, counts its
+        ``partitions`` as refused."""
+        if self.all_denied:
+            refused = True
+        elif name is None or not self.check_topics:
+            return False
+        else:
+            refused = self.decided.get(name)
+            if refused is None:
+                refused = self.decided[name] = authz.denied(self.ctx, AclOperation.READ, ResourceType.TOPIC,
+                                                            name)
+        if refused:
+            self.refused += partitions
+        return refused
+
+    def only_refusals(self, partitions: int) -> bool:
+        """Whether every one of ``partitions`` (> 0) was refused: answer at once, as Kafka does
+        when nothing is left to read."""
+        return partitions > 0 and self.refused >= partitions
+
+
+def refused_partition(index: int) -> dict:
+    return empty_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
 def resolve_topic(ctx, topic, by_id: bool) -> tuple[str | None, object]:
     """(name, topic_id) of a requested topic: v13+ names it by id (None when unknown)."""
     if not by_id:
@@ -136,30 +185,40 @@ def resolve_topic(ctx, topic, by_id: bool) -> tuple[str | None, object]:
     return (found.name if found is not None else None), topic.topic_id
 
 
-def build_response(ctx, request, replica_id: int, read_committed: bool) -> tuple[list[dict], int, bool]:
-    """Read the request's partitions in order; (topic entries, record bytes, any error)."""
+def build_response(ctx, request, replica_id: int, read_committed: bool,
+                   gate: FetchGate | None = None) -> tuple[list[dict], int, bool]:
+    """Read the request's partitions in order; (topic entries, record bytes, any error).
+    A partition ``gate`` refuses is answered TOPIC_AUTHORIZATION_FAILED and is no error here
+    unless every partition is refused."""
     budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
     by_id = ctx.api_version >= 13
     total = 0
     errors = False
     responses = []
+    if gate is not None:
+        gate.refused = 0
     for topic in request.topics:
         parts = []
         if by_id:
             name, topic_id = resolve_topic(ctx, topic, True)
             responses.append({"topic": name, "topic_id": topic_id, "partitions": parts})
-            if name is None:
+            if name is None and (gate is None or not gate.all_denied):
                 parts += [empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partitions]
                 errors = errors or bool(parts)
                 continue
         else:
             name = topic.topic
             responses.append({"topic": name, "partitions": parts})
+        if gate is not None and gate.denied(name, len(topic.partitions)):
+            parts += [refused_partition(p.partition) for p in topic.partitions]
+            continue
         for p in topic.partitions:
             entry, size = read_partition(ctx, name, p, budget - total, total == 0, replica_id, read_committed)
             total += size
             errors = errors or entry["error_code"] != 0
             parts.append(entry)
+    if gate is not None and gate.only_refusals(sum(len(t["partitions"]) for t in responses)):
+        errors = True
     return responses, total, errors
 
 
@@ -226,9 +285,10 @@ def idle(plog, cp: CachedPartition, read_committed: bool) -> bool:
     return epoch is None or epoch < 0 or epoch == plog.leader_epoch
 
 
-def build_incremental(ctx, request, session, replica_id: int, read_committed: bool):
+def build_incremental(ctx, request, session, replica_id: int, read_committed: bool,
+                      gate: FetchGate | None = None):
     """Read every partition of ``session`` in its order; (cached partition, entry) pairs,
-    record bytes, any error."""
+    record bytes, any error.  ``gate`` is asked about every partition, idle or not."""
     budget = request.max_bytes
     total = 0
     errors = False
@@ -236,7 +296,12 @@ def build_incremental(ctx, request, session, replica_id: int, read_committed: bo
     skip_idle = ctx.broker.cluster is None and replica_id < 0
     topics = ctx.broker.logs.topics
     by_id = session.uses_topic_ids
+    if gate is not None:
+        gate.refused = 0
     for cp in list(session.partitions.values()):
+        if gate is not None and gate_refuses(ctx, gate, cp, by_id):
+            read.append((cp, refused_partition(cp.partition)))
+            continue
         if skip_idle and cp.topic is not None:
             topic = topics.get(cp.topic)
             if topic is not None and (not by_id or topic.topic_id == cp.topic_id) and \
@@ -252,7 +317,19 @@ def build_incremental(ctx, request, session, replica_id: int, read_committed: bo
         total += size
         errors = errors or entry["error_code"] != 0
         read.append((cp, entry))
+    if gate is not None and gate.only_refusals(len(session.partitions)):
+        errors = True
     return read, total, errors
+
+
+def gate_refuses(ctx, gate: FetchGate, cp: CachedPartition, by_id: bool) -> bool:
+    """Whether ``gate`` refuses a session partition; resolves its topic id first (an unknown id
+    is refused only with the rest of a refused follower's fetch)."""
+    if gate.all_denied:
+        return gate.denied(None)
+    if by_id and cp.topic is None and session_partition(ctx, cp, True) is not None:
+        return False                      # UNKNOWN_TOPIC_ID, answered by the read
+    return gate.denied(cp.topic)
 
 
 def incremental_topics(session, read) -> list[dict]:
@@ -329,13 +406,14 @@ async def handle_fetch(ctx, request):
     version = ctx.api_version
     replica_id = request.replica_id if version < 15 else replica_state_id(request)
     read_committed = request.isolation_level == 1
+    gate = FetchGate(ctx, replica_id) if ctx.broker.acls.enabled else None
     if version >= 7 and (request.session_epoch != FINAL_EPOCH or request.session_id != 0):
-        return await session_fetch(ctx, request, replica_id, read_committed)
+        return await session_fetch(ctx, request, replica_id, read_committed, gate)
     # sessionless (v4-6, or session 0 with epoch -1: librdkafka, aiokafka): the hot path, no cache
     max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
-        responses, total, errors = build_response(ctx, request, replica_id, read_committed)
+        responses, total, errors = build_response(ctx, request, replica_id, read_committed, gate)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await park(ctx, waited_partitions(responses), deadline, replica_id >= 0)
@@ -343,7 +421,8 @@ async def handle_fetch(ctx, request):
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-async def session_fetch(ctx, request, replica_id: int, read_committed: bool) -> dict:
+async def session_fetch(ctx, request, replica_id: int, read_committed: bool,
+                        gate: FetchGate | None = None) -> dict:
     """A fetch that names a session or asks for one (kwire.fetch_sessions)."""
     context = fetch_context(ctx, request, replica_id)
     if type(context) is SessionError:
@@ -353,9 +432,10 @@ async def session_fetch(ctx, request, replica_id: int, read_committed: bool) -> 
     incremental = type(context) is Incremental
     while True:
         if incremental:
-            read, total, errors = build_incremental(ctx, request, context.session, replica_id, read_committed)
+            read, total, errors = build_incremental(ctx, request, context.session, replica_id, read_committed,
+                                                    gate)
         else:
-            responses, total, errors = build_response(ctx, request, replica_id, read_committed)
+            responses, total, errors = build_response(ctx, request, replica_id, read_committed, gate)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await park(ctx, session_partitions(context.session) if incremental else waited_partitions(responses),

@@ -1,9 +1,17 @@
-"""OffsetForLeaderEpoch (23) and ElectLeaders (43)."""
+"""OffsetForLeaderEpoch (23) and ElectLeaders (43).
+
+With an authorizer (Kafka's KafkaApis): OffsetForLeaderEpoch is open to CLUSTER_ACTION on the
+cluster (followers), otherwise (consumers, KIP-320) each topic needs DESCRIBE and a refused
+topic's partitions answer TOPIC_AUTHORIZATION_FAILED.  ElectLeaders needs ALTER on the cluster,
+which the server checks before dispatch (kwire.server).
+"""
 from __future__ import annotations
 
+from kwire.admin.acls import AclOperation, ResourceType
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..registry import handles
+from . import authz
 from .fetch import check_serving
 
 PREFERRED = 0      # ElectLeaders election_type; 1 = unclean
@@ -28,9 +36,19 @@ def epoch_entry(ctx, topic_name: str, p) -> dict:
     return entry
 
 
+def refused_epochs(t) -> dict:
+    return {"topic": t.topic, "partitions": [
+        {"error_code": int(authz.TOPIC_DENIED), "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+        for p in t.partitions]}
+
+
 @handles(23, 2, 4)
 async def handle_offset_for_leader_epoch(ctx, request):
+    denied = None
+    if ctx.broker.acls.enabled and not authz.on_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        denied = authz.unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in request.topics))
     return {"throttle_time_ms": 0, "topics": [
+        refused_epochs(t) if denied and t.topic in denied else
         {"topic": t.topic, "partitions": [epoch_entry(ctx, t.topic, p) for p in t.partitions]}
         for t in request.topics]}
 

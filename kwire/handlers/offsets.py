@@ -1,14 +1,21 @@
-"""ListOffsets (2) and DeleteRecords (21)."""
+"""ListOffsets (2) and DeleteRecords (21).
+
+With an authorizer (Kafka's KafkaApis): ListOffsets needs DESCRIBE on each topic, DeleteRecords
+DELETE; a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before the existence
+check) and the others are answered as usual.
+"""
 from __future__ import annotations
 
 import logging
 
 import trio
 
+from kwire.admin.acls import AclOperation, ResourceType
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..blocking import admin_lock, run_blocking
 from ..registry import handles
+from . import authz
 from .fetch import check_serving
 
 logger = logging.getLogger("kwire.offsets")
@@ -51,11 +58,20 @@ def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dic
     return entry
 
 
+def refused_offsets(t) -> dict:
+    return {"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": int(authz.TOPIC_DENIED), "old_style_offsets": [],
+         "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]}
+
+
 @handles(2, 1, 10)
 async def handle_list_offsets(ctx, request):
     read_committed = getattr(request, "isolation_level", 0) == 1
-    topics = [{"name": t.name, "partitions": [list_partition(ctx, t.name, p, read_committed)
-                                              for p in t.partitions]}
+    denied = None
+    if ctx.broker.acls.enabled:
+        denied = authz.unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
+    topics = [refused_offsets(t) if denied and t.name in denied else
+              {"name": t.name, "partitions": [list_partition(ctx, t.name, p, read_committed) for p in t.partitions]}
               for t in request.topics]
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -97,7 +113,16 @@ async def delete_partition(ctx, topic_name: str, p, timeout_ms: int) -> dict:
 
 @handles(21, 0, 2)
 async def handle_delete_records(ctx, request):
-    topics = [{"name": t.name, "partitions": [await delete_partition(ctx, t.name, p, request.timeout_ms)
-                                              for p in t.partitions]}
-              for t in request.topics]
+    denied = None
+    if ctx.broker.acls.enabled:
+        denied = authz.unauthorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
+    topics = []
+    for t in request.topics:
+        if denied and t.name in denied:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "low_watermark": -1, "error_code": int(authz.TOPIC_DENIED)}
+                for p in t.partitions]})
+        else:
+            topics.append({"name": t.name, "partitions": [await delete_partition(ctx, t.name, p, request.timeout_ms)
+                                                          for p in t.partitions]})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -1,14 +1,24 @@
-"""Produce (0): validate and append record batches; acks 0/1/-1; idempotence in the log."""
+"""Produce (0): validate and append record batches; acks 0/1/-1; idempotence in the log.
+
+With an authorizer (Kafka's KafkaApis): a request whose batches are transactional needs WRITE on
+its transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each
+topic needs WRITE, else its partitions answer TOPIC_AUTHORIZATION_FAILED and the others are
+appended.  (acks=0: any failure closes the connection, as below.)
+"""
 from __future__ import annotations
 
 import trio
 
+from kwire.admin.acls import AclOperation, ResourceType
 from kwire.codecs import records
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from ..blocking import run_blocking
 from ..registry import Deferred, handles
+from . import authz
 from .transactions import verify_in_transaction
+
+_TXN_BYTE = records.ATTRIBUTES_OFFSET + 1      # the low byte of the big-endian attributes
 
 
 def partition_error(index: int, code: ErrorCode, message: str | None = None,
@@ -89,14 +99,55 @@ async def verify_first_transactional_write(ctx, request, topic_name: str, data) 
                            f"no open transaction holding {topic_name}-{data.index}")
 
 
+def has_transactional_records(request) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: whether the first batch of any partition
+    is a transactional v2 batch (one byte read per partition)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            batch = data.records
+            if batch is not None and len(batch) >= records.HEADER_SIZE and \
+                    batch[records.MAGIC_OFFSET] == 2 and batch[_TXN_BYTE] & records.TRANSACTIONAL_BIT:
+                return True
+    return False
+
+
+def denied_topics(ctx, request) -> set[str] | None:
+    """The topics this request may not WRITE to, or None when a transactional request's
+    transactional id may not WRITE (the whole request is then refused)."""
+    if has_transactional_records(request):
+        tid = request.transactional_id
+        if tid is None or authz.denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return None
+    return authz.unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+
+
+def refused(request, code: ErrorCode) -> dict:
+    """Every partition of the request answering ``code`` (Kafka's ProduceRequest.getErrorResponse)."""
+    return {"responses": [{"name": t.name, "partition_responses": [partition_error(d.index, code)
+                                                                   for d in t.partition_data]}
+                          for t in request.topic_data], "throttle_time_ms": 0}
+
+
 @handles(0, 0, 11, reject_below=3)
 async def handle_produce(ctx, request):
     acks = request.acks
+    denied = None
+    if ctx.broker.acls.enabled:
+        denied = denied_topics(ctx, request)
+        if denied is None:
+            if acks == 0:
+                raise CloseConnection("acks=0 produce failed (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): "
+                                      "closing the connection")
+            return refused(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     flushes: list = []
     waits: list = []
     responses = []
     appended = []
     for topic in request.topic_data:
+        if denied and topic.name in denied:
+            responses.append({"name": topic.name, "partition_responses": [
+                partition_error(data.index, authz.TOPIC_DENIED) for data in topic.partition_data]})
+            continue
         parts = []
         for data in topic.partition_data:
             if acks not in (0, 1, -1):

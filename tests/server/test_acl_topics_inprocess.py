@@ -1,0 +1,195 @@
+"""The resource-level ACL checks of the topic, config and cluster APIs (kwire.handlers.authz),
+through a real ``Connection`` over memory streams (see test_connection_inprocess).
+
+The client is ``User:ANONYMOUS`` (a PLAINTEXT listener); each test grants it ACLs straight in
+the broker's store, so it can see each answer Kafka's KafkaApis gives: per-partition and
+per-entry errors, hidden topics, withheld names, authorized-operations bit fields."""
+from __future__ import annotations
+
+import uuid
+
+import trio
+from kafka.protocol.admin import (CreateTopicsRequest, DeleteRecordsRequest)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.producer import ProduceRequest
+
+from kwire.admin.acls import (AclBinding, AclChange, AclOperation, AclPermissionType, PatternType,
+                              ResourceType)
+from kwire.codecs.errors import ErrorCode as E
+from tests.log.logkit import build_batch
+from tests.server.test_connection_inprocess import connected, real_time, run
+from tests.server.test_fetch_sessions_inprocess import answered, fetch, produce, topic_id
+
+ACLS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+ME = "User:ANONYMOUS"
+Op, R = AclOperation, ResourceType
+TAF = E.TOPIC_AUTHORIZATION_FAILED
+
+
+def binding(rtype, name, op, deny=False, principal=ME) -> AclBinding:
+    return AclBinding(rtype, name, PatternType.LITERAL, principal, "*", op,
+                      AclPermissionType.DENY if deny else AclPermissionType.ALLOW)
+
+
+def grant(broker, rtype, name, *ops, deny=False) -> None:
+    broker.acls.store.apply(AclChange(added=tuple(binding(rtype, name, op, deny) for op in ops)))
+
+
+def revoke(broker, rtype, name, *ops) -> None:
+    broker.acls.store.apply(AclChange(removed=tuple(binding(rtype, name, op) for op in ops)))
+
+
+async def create_topics(client, broker, *names, partitions: int = 1) -> None:
+    """Create topics as a principal briefly allowed CREATE on the cluster."""
+    Topic = CreateTopicsRequest.CreatableTopic
+    grant(broker, R.CLUSTER, "kafka-cluster", Op.CREATE)
+    with real_time():
+        r = await client.call(CreateTopicsRequest, 5, timeout_ms=1000, validate_only=False, topics=[
+            Topic(name=n, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
+            for n in names])
+    revoke(broker, R.CLUSTER, "kafka-cluster", Op.CREATE)
+    assert [t.error_code for t in r.topics] == [E.NONE] * len(names), r
+
+
+def produce_fields(topics: dict, transactional_id=None, batch=None) -> dict:
+    Data = ProduceRequest.TopicProduceData
+    return dict(transactional_id=transactional_id, acks=1, timeout_ms=1000, topic_data=[
+        Data(name=t, partition_data=[Data.PartitionProduceData(index=p, records=batch or build_batch([b"v"]))
+                                     for p in parts]) for t, parts in topics.items()])
+
+
+def produced(r) -> dict:
+    return {(t.name, p.index): p.error_code for t in r.responses for p in t.partition_responses}
+
+
+def test_produce_needs_write_on_each_topic_and_on_a_transactional_id(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b", partitions=2)
+            grant(broker, R.TOPIC, "a", Op.WRITE)
+            r = await client.call(ProduceRequest, 9, **produce_fields({"a": [0, 1], "b": [0], "nope": [0]}))
+            assert produced(r) == {("a", 0): E.NONE, ("a", 1): E.NONE, ("b", 0): TAF, ("nope", 0): TAF}
+            assert broker.logs.partition("b", 0).log_end_offset == 0
+            # transactional batches: WRITE on the transactional id first, for the whole request
+            txn = build_batch([b"t"], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+            for tid in (None, "tx"):
+                r = await client.call(ProduceRequest, 9, **produce_fields({"a": [0], "b": [0]}, tid, txn))
+                assert produced(r) == {("a", 0): E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       ("b", 0): E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+            grant(broker, R.TRANSACTIONAL_ID, "tx", Op.WRITE)
+            r = await client.call(ProduceRequest, 9, **produce_fields({"a": [0], "b": [0]}, "tx", txn))
+            codes = produced(r)       # no transaction is open: the coordinator's error, not an ACL's
+            assert codes[("b", 0)] == TAF and codes[("a", 0)] not in (E.NONE, TAF,
+                                                                      E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            grant(broker, R.TOPIC, "b", Op.WRITE, deny=True)   # DENY beats the wildcard ALLOW
+            grant(broker, R.TOPIC, "*", Op.WRITE)
+            r = await client.call(ProduceRequest, 9, **produce_fields({"a": [0], "b": [0]}))
+            assert produced(r) == {("a", 0): E.NONE, ("b", 0): TAF}
+    run(scenario)
+
+
+def test_fetch_needs_read_and_refused_partitions_do_not_end_a_long_poll(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b")
+            grant(broker, R.TOPIC, "*", Op.WRITE)
+            await produce(client, broker, "a", 0, b"a0")
+            await produce(client, broker, "b", 0, b"b0")
+            grant(broker, R.TOPIC, "a", Op.READ)
+            r = await client.call(FetchRequest, 12, **fetch(12, {"a": {0: 0}, "b": {0: 0}}, epoch=-1))
+            assert answered(r) == {("a", 0): (E.NONE, 1, [b"a0"]), ("b", 0): (TAF, -1, [])}
+            # a refused partition is no reason to answer before max_wait_ms ...
+            start = trio.current_time()
+            r = await client.call(FetchRequest, 12, **fetch(12, {"a": {0: 1}, "b": {0: 0}}, epoch=-1,
+                                                             max_wait_ms=400))
+            assert trio.current_time() - start >= 0.4 and answered(r)[("b", 0)][0] == TAF
+            # ... unless nothing else was asked for
+            start = trio.current_time()
+            r = await client.call(FetchRequest, 12, **fetch(12, {"b": {0: 0}}, epoch=-1, max_wait_ms=400))
+            assert trio.current_time() - start < 0.4 and answered(r) == {("b", 0): (TAF, -1, [])}
+    run(scenario)
+
+
+def test_an_incremental_fetch_checks_every_session_partition_each_time(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b")
+            grant(broker, R.TOPIC, "*", Op.WRITE)
+            await produce(client, broker, "a", 0, b"a0")
+            grant(broker, R.TOPIC, "a", Op.READ)
+            r = await client.call(FetchRequest, 12, **fetch(12, {"a": {0: 0}, "b": {0: 0}}))
+            sid = r.session_id
+            assert sid and answered(r) == {("a", 0): (E.NONE, 1, [b"a0"]), ("b", 0): (TAF, -1, [])}
+            r = await client.call(FetchRequest, 12, **fetch(12, {"a": {0: 1}}, session_id=sid, epoch=1))
+            assert answered(r) == {("b", 0): (TAF, -1, [])}      # a is idle, b's error always answered
+            revoke(broker, R.TOPIC, "a", Op.READ)                 # an idle partition is checked too
+            r = await client.call(FetchRequest, 12, **fetch(12, {}, session_id=sid, epoch=2))
+            assert answered(r) == {("a", 0): (TAF, -1, []), ("b", 0): (TAF, -1, [])}
+            grant(broker, R.TOPIC, "a", Op.READ)
+            grant(broker, R.TOPIC, "b", Op.READ)
+            r = await client.call(FetchRequest, 12, **fetch(12, {}, session_id=sid, epoch=3))
+            assert answered(r) == {("a", 0): (E.NONE, 1, []), ("b", 0): (E.NONE, 0, [])}
+    run(scenario)
+
+
+def test_fetch_by_topic_id_and_follower_fetches(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b")
+            grant(broker, R.TOPIC, "*", Op.WRITE)                  # WRITE implies DESCRIBE: ids readable
+            await produce(client, broker, "a", 0, b"a0")
+            a_id, b_id, stranger = await topic_id(client, "a"), await topic_id(client, "b"), uuid.uuid4()
+            grant(broker, R.TOPIC, "a", Op.READ)
+            r = await client.call(FetchRequest, 13, **fetch(13, {a_id: {0: 0}, b_id: {0: 0}, stranger: {0: 0}}))
+            assert answered(r) == {(a_id, 0): (E.NONE, 1, [b"a0"]), (b_id, 0): (TAF, -1, []),
+                                   (stranger, 0): (E.UNKNOWN_TOPIC_ID, -1, [])}
+            assert {t.topic for t in r.responses} == {""}         # v13+ names topics by id only
+            # a follower needs CLUSTER_ACTION: refused, every partition (unknown ids too) is refused
+            follower = dict(fetch(13, {a_id: {0: 0}, stranger: {0: 0}}, epoch=-1), replica_id=1)
+            r = await client.call(FetchRequest, 13, **follower)
+            assert answered(r) == {(a_id, 0): (TAF, -1, []), (stranger, 0): (TAF, -1, [])}
+            grant(broker, R.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION)
+            follower = dict(fetch(12, {"b": {0: 0}}, epoch=-1), replica_id=1)
+            r = await client.call(FetchRequest, 12, **follower)    # no READ on b needed
+            assert answered(r) == {("b", 0): (E.NONE, 0, [])}
+    run(scenario)
+
+
+def test_list_offsets_delete_records_and_offset_for_leader_epoch(tmp_path):
+    LTopic = ListOffsetsRequest.ListOffsetsTopic
+    DTopic = DeleteRecordsRequest.DeleteRecordsTopic
+    ETopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+
+    async def list_offsets(client, *names):
+        r = await client.call(ListOffsetsRequest, 7, replica_id=-1, isolation_level=0, topics=[
+            LTopic(name=n, partitions=[LTopic.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                   timestamp=-1)]) for n in names])
+        return {t.name: (t.partitions[0].error_code, t.partitions[0].offset) for t in r.topics}
+
+    async def epochs(client, *names):
+        r = await client.call(OffsetForLeaderEpochRequest, 4, replica_id=-1, topics=[
+            ETopic(topic=n, partitions=[ETopic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                                                        leader_epoch=0)]) for n in names])
+        return {t.topic: t.partitions[0].error_code for t in r.topics}
+
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b")
+            grant(broker, R.TOPIC, "a", Op.WRITE)
+            await produce(client, broker, "a", 0, b"1", b"2")
+            assert await list_offsets(client, "a", "b", "nope") == {"a": (E.NONE, 2), "b": (TAF, -1),
+                                                                    "nope": (TAF, -1)}
+            grant(broker, R.TOPIC, "nope", Op.DESCRIBE)
+            assert (await list_offsets(client, "nope"))["nope"][0] == E.UNKNOWN_TOPIC_OR_PARTITION
+            with real_time():
+                r = await client.call(DeleteRecordsRequest, 2, timeout_ms=1000, topics=[DTopic(
+                    name="a", partitions=[DTopic.DeleteRecordsPartition(partition_index=0, offset=1)])])
+                assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].low_watermark) == (TAF, -1)
+                grant(broker, R.TOPIC, "a", Op.DELETE)
+                r = await client.call(DeleteRecordsRequest, 2, timeout_ms=1000, topics=[DTopic(
+                    name="a", partitions=[DTopic.DeleteRecordsPartition(partition_index=0, offset=1)])])
+                assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].low_watermark) == (0, 1)
+            assert await epochs(client, "a", "b") == {"a": E.NONE, "b": TAF}
+            grant(broker, R.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION)   # any topic then
+            assert await epochs(client, "a", "b") == {"a": E.NONE, "b": E.NONE}
+    run(scenario)
