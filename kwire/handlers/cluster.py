@@ -1,10 +1,15 @@
-"""DescribeCluster (60)."""
+"""DescribeCluster (60).
+
+No ACL is checked; asked for ``cluster_authorized_operations``, it answers Kafka's bit field of
+the cluster operations allowed (0 without DESCRIBE on the cluster; all of them without an
+authorizer)."""
 from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode
 
 from ..registry import handles
-from .metadata import broker_entries
+from . import authz
+from .metadata import NO_OPS, broker_entries
 
 
 @handles(60, 0, 1)
@@ -15,8 +20,10 @@ async def handle_describe_cluster(ctx, request):
                 "endpoint_type": request.endpoint_type, "cluster_id": ctx.broker.cluster_id,
                 "controller_id": -1, "brokers": []}
     brokers, controller_id = broker_entries(ctx)
+    operations = authz.bits(authz.cluster_operations(ctx)) if request.include_cluster_authorized_operations \
+        else NO_OPS
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
             "cluster_id": ctx.broker.cluster_id, "controller_id": controller_id,
             "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                         for b in brokers],
-            "authorized_operations": None}
+            "authorized_operations": operations}

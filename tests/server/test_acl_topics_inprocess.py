@@ -9,12 +9,14 @@ from __future__ import annotations
 import uuid
 
 import trio
-from kafka.protocol.admin import (CreateTopicsRequest, DeleteRecordsRequest)
+from kafka.protocol.admin import (CreateTopicsRequest, DeleteRecordsRequest, DescribeClusterRequest,
+                                  DescribeTopicPartitionsRequest)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from kwire.admin.acls import (AclBinding, AclChange, AclOperation, AclPermissionType, PatternType,
-                              ResourceType)
+from kwire.admin.acls import (SUPPORTED_OPERATIONS, AclBinding, AclChange, AclOperation, AclPermissionType,
+                              PatternType, ResourceType)
 from kwire.codecs.errors import ErrorCode as E
 from tests.log.logkit import build_batch
 from tests.server.test_connection_inprocess import connected, real_time, run
@@ -192,4 +194,93 @@ def test_list_offsets_delete_records_and_offset_for_leader_epoch(tmp_path):
             assert await epochs(client, "a", "b") == {"a": E.NONE, "b": TAF}
             grant(broker, R.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION)   # any topic then
             assert await epochs(client, "a", "b") == {"a": E.NONE, "b": E.NONE}
+    run(scenario)
+
+
+def metadata_fields(topics, *, create=False, ops=True) -> dict:
+    Topic = MetadataRequest.MetadataRequestTopic
+    return dict(topics=None if topics is None else [
+        Topic(name=None, topic_id=t) if isinstance(t, uuid.UUID) else Topic(name=t, topic_id=None) for t in topics],
+        allow_auto_topic_creation=create, include_cluster_authorized_operations=ops,
+        include_topic_authorized_operations=ops)
+
+
+def topic_bits(*ops) -> set[int]:
+    return {int(op) for op in ops}
+
+
+def test_metadata_hides_refuses_auto_creates_and_reports_operations(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b", "c")
+            grant(broker, R.TOPIC, "a", Op.DESCRIBE)
+            grant(broker, R.TOPIC, "b", Op.READ)                   # READ implies DESCRIBE
+            r = await client.call(MetadataRequest, 10, **metadata_fields(None))
+            assert {t.name: t.authorized_operations for t in r.topics} == {
+                "a": topic_bits(Op.DESCRIBE), "b": topic_bits(Op.READ, Op.DESCRIBE)}
+            assert r.authorized_operations == set()                # no DESCRIBE on the cluster
+            r = await client.call(MetadataRequest, 12, **metadata_fields(["a", "c", "ghost"], create=True))
+            assert [(t.name, t.error_code, t.topic_id, len(t.partitions), t.authorized_operations)
+                    for t in r.topics] == [("a", 0, broker.logs.get("a").topic_id, 1, topic_bits(Op.DESCRIBE)),
+                                           ("c", TAF, None, 0, None), ("ghost", TAF, None, 0, None)]
+            c_id = broker.logs.get("c").topic_id
+            r = await client.call(MetadataRequest, 12, **metadata_fields([c_id]))
+            assert [(t.name, t.error_code, t.topic_id) for t in r.topics] == [(None, TAF, c_id)]
+            # auto-creation: DESCRIBE, then CREATE on the cluster or on the topic
+            grant(broker, R.TOPIC, "new", Op.DESCRIBE)
+            r = await client.call(MetadataRequest, 12, **metadata_fields(["new"], create=True))
+            assert (r.topics[0].error_code, r.topics[0].authorized_operations) == (TAF, None)
+            assert broker.logs.get("new") is None
+            grant(broker, R.TOPIC, "new", Op.CREATE)
+            with real_time():
+                r = await client.call(MetadataRequest, 12, **metadata_fields(["new"], create=True))
+            assert r.topics[0].error_code == E.NONE and broker.logs.get("new") is not None
+            assert r.topics[0].authorized_operations == topic_bits(Op.DESCRIBE, Op.CREATE)
+            grant(broker, R.CLUSTER, "kafka-cluster", Op.DESCRIBE)
+            r = await client.call(MetadataRequest, 9, **metadata_fields(["a"]))
+            assert r.authorized_operations == {int(Op.DESCRIBE)}
+    run(scenario)
+
+
+def test_authorized_operations_without_an_authorizer_are_all_supported_ones(tmp_path):
+    async def scenario():
+        async with connected(tmp_path) as (broker, client):
+            await create_topics(client, broker, "a")
+            r = await client.call(MetadataRequest, 10, **metadata_fields(["a"]))
+            assert r.topics[0].authorized_operations == topic_bits(*SUPPORTED_OPERATIONS[R.TOPIC])
+            assert r.authorized_operations == topic_bits(*SUPPORTED_OPERATIONS[R.CLUSTER])
+            r = await client.call(MetadataRequest, 10, **metadata_fields(["a"], ops=False))
+            assert (r.topics[0].authorized_operations, r.authorized_operations) == (None, None)
+            r = await client.call(DescribeClusterRequest, 1, include_cluster_authorized_operations=True,
+                                  endpoint_type=1, include_fenced_brokers=False)
+            assert r.authorized_operations == topic_bits(*SUPPORTED_OPERATIONS[R.CLUSTER])
+    run(scenario)
+
+
+def test_describe_topic_partitions_and_describe_cluster(tmp_path):
+    Req = DescribeTopicPartitionsRequest
+
+    async def describe(client, names=(), limit=100):
+        r = await client.call(Req, 0, topics=[Req.TopicRequest(name=n) for n in names],
+                              response_partition_limit=limit, cursor=None)
+        return [(t.name, t.error_code, t.topic_authorized_operations) for t in r.topics], r.next_cursor
+
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", "b", "c")
+            grant(broker, R.TOPIC, "a", Op.DESCRIBE)
+            grant(broker, R.TOPIC, "c", Op.DESCRIBE)
+            described = 1 << Op.DESCRIBE
+            assert await describe(client) == ([("a", 0, described), ("c", 0, described)], None)
+            rows, cursor = await describe(client, limit=1)          # b is passed over, not a page stop
+            assert rows == [("a", 0, described)] and (cursor.topic_name, cursor.partition_index) == ("c", 0)
+            rows, _ = await describe(client, ["b", "c", "ghost"])
+            assert rows == [("c", 0, described), ("b", TAF, -2147483648), ("ghost", TAF, -2147483648)]
+            r = await client.call(DescribeClusterRequest, 1, include_cluster_authorized_operations=True,
+                                  endpoint_type=1, include_fenced_brokers=False)
+            assert r.authorized_operations == set()
+            grant(broker, R.CLUSTER, "kafka-cluster", Op.ALTER)     # ALTER implies DESCRIBE
+            r = await client.call(DescribeClusterRequest, 1, include_cluster_authorized_operations=True,
+                                  endpoint_type=1, include_fenced_brokers=False)
+            assert r.authorized_operations == topic_bits(Op.ALTER, Op.DESCRIBE)
     run(scenario)
