@@ -4,14 +4,23 @@ Topic configs are validated, persisted with the topic and applied live.  In a
 cluster they are written to ZooKeeper (/config/topics/<t>) and every broker
 applies them when it reconciles; the answer waits until this broker has.
 Broker configs are static (server.properties): described, never altered.
+
+With an authorizer (Kafka's ConfigHelper and KafkaApis), each resource is checked before anything
+else about it: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the topic for a topic
+(refused: TOPIC_AUTHORIZATION_FAILED), on the cluster for a broker, broker logger or client
+metrics resource (CLUSTER_AUTHORIZATION_FAILED), on the group for a group
+(GROUP_AUTHORIZATION_FAILED); the other resources go on.  AlterConfigs, which Kafka rejects
+outright for broker loggers and groups, checks neither (they answer INVALID_REQUEST here).
 """
 from __future__ import annotations
 
+from kwire.admin.acls import AclOperation
 from kwire.admin.describe import describe_broker, describe_topic
 from kwire.admin.topic_config import apply_incremental, validate_topic_configs
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..registry import handles
+from . import authz
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
@@ -25,6 +34,11 @@ def check_broker_name(ctx, name: str) -> None:
 def describe_one(ctx, request, r) -> dict:
     result = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
               "resource_name": r.resource_name, "configs": []}
+    if ctx.broker.acls.enabled:
+        refused = authz.config_resource_denied(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+        if refused is not None:
+            result.update(error_code=int(refused), error_message=authz.DEFAULT_MESSAGES[refused])
+            return result
     synonyms = bool(getattr(request, "include_synonyms", False))
     docs = bool(getattr(request, "include_documentation", False))
     try:
@@ -82,6 +96,11 @@ def current_topic_configs(ctx, name: str) -> dict:
 async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
     out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
            "resource_name": r.resource_name}
+    if ctx.broker.acls.enabled and (incremental or r.resource_type not in (BROKER_LOGGER, authz.GROUP_RESOURCE)):
+        refused = authz.config_resource_denied(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+        if refused is not None:
+            out["error_code"] = int(refused)
+            return out
     try:
         if r.resource_type == TOPIC:
             current = current_topic_configs(ctx, r.resource_name)

@@ -1,8 +1,18 @@
-"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37)."""
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37).
+
+With an authorizer (Kafka's KafkaApis), each topic is checked before anything else about it:
+CreateTopics needs CREATE on the cluster or on the topic (refused: TOPIC_AUTHORIZATION_FAILED,
+"Authorization failed."), and a created topic's configs, partition count and replication
+factor are answered only with DESCRIBE_CONFIGS on it (else topic_config_error_code
+TOPIC_AUTHORIZATION_FAILED).  DeleteTopics needs DELETE on each topic (after the
+delete.topic.enable check); a topic named by id also needs DESCRIBE, else it is refused with
+its name withheld.  CreatePartitions needs ALTER on each topic.
+"""
 from __future__ import annotations
 
 import logging
 
+from kwire.admin.acls import AclOperation, ResourceType
 from kwire.admin.describe import describe_topic
 from kwire.admin.topic_config import validate_topic_configs
 from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
@@ -10,6 +20,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from .. import blocking
 from ..registry import handles
+from . import authz
 
 logger = logging.getLogger("kwire.topics")
 
@@ -90,10 +101,41 @@ async def create_in_cluster(ctx, t, partitions: int, configs, validate_only: boo
     return topic.topic_id if topic else None
 
 
+def create_acls(ctx, request) -> tuple[set[str], set[str]]:
+    """(topics refused CREATE, topics refused DESCRIBE_CONFIGS): CREATE on the cluster allows
+    every topic; neither refusal of the cluster nor of DESCRIBE_CONFIGS is logged."""
+    names = {t.name for t in request.topics}
+    if authz.on_cluster(ctx, AclOperation.CREATE):
+        refused = set()
+    else:
+        refused = authz.unauthorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    return refused, authz.unauthorized(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log=False)
+
+
+def refused_creation(name: str, hide_configs: bool) -> dict:
+    entry = {"name": name, "topic_id": None, "error_code": int(authz.TOPIC_DENIED),
+             "error_message": "Authorization failed.", "num_partitions": -1, "replication_factor": -1,
+             "configs": []}
+    if hide_configs:
+        entry["topic_config_error_code"] = int(authz.TOPIC_DENIED)
+    return entry
+
+
+def hide_configs(entry: dict) -> dict:
+    """A created topic's entry without DESCRIBE_CONFIGS on it."""
+    entry.update(num_partitions=-1, replication_factor=-1, configs=[],
+                 topic_config_error_code=int(authz.TOPIC_DENIED))
+    return entry
+
+
 @handles(19, 2, 7)
 async def handle_create_topics(ctx, request):
     results = []
+    refused, undescribable = create_acls(ctx, request) if ctx.broker.acls.enabled else ((), ())
     for t in request.topics:
+        if t.name in refused:
+            results.append(refused_creation(t.name, t.name in undescribable))
+            continue
         try:
             partitions, configs = plan_topic(ctx, t)
             topic_id = None
@@ -106,7 +148,8 @@ async def handle_create_topics(ctx, request):
                 topic_id = topic.topic_id
                 logger.info("created topic %s (%d partitions, configs %s)", t.name, partitions, configs)
             rf = replication_factor_of(ctx, t) if ctx.broker.cluster is not None else 1
-            results.append(created_entry(ctx, t.name, topic_id, partitions, configs, rf))
+            entry = created_entry(ctx, t.name, topic_id, partitions, configs, rf)
+            results.append(hide_configs(entry) if t.name in undescribable else entry)
         except KafkaApiError as exc:
             results.append({"name": t.name, "topic_id": None, "error_code": int(exc.code),
                             "error_message": exc.message, "num_partitions": -1,
@@ -154,17 +197,46 @@ async def delete_in_cluster(ctx, name, topic_id, timeout_ms: int) -> dict:
         return {"name": name, "topic_id": topic_id, "error_code": int(exc.code), "error_message": exc.message}
 
 
+def delete_refusals(ctx, wanted: list[tuple]) -> dict[int, dict]:
+    """The answers of the topics (by position in ``wanted``) this principal may not delete:
+    DESCRIBE is checked first for a topic named by id (refused: no name in the answer), then
+    DELETE.  An unknown id is left to the deletion (UNKNOWN_TOPIC_ID), as is everything when
+    delete.topic.enable is false (Kafka refuses the whole request before any ACL)."""
+    if not ctx.broker.config.delete_topic_enable:
+        return {}
+    by_id = ctx.broker.logs.topics_by_id
+    names = [name if topic_id is None or name is not None else getattr(by_id.get(topic_id), "name", None)
+             for name, topic_id in wanted]
+    known = [name for name in names if name is not None]
+    hidden = authz.unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                [n for n, (given, _) in zip(names, wanted) if n is not None and given is None])
+    undeletable = authz.unauthorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, known)
+    refusals = {}
+    for i, (name, (given, topic_id)) in enumerate(zip(names, wanted)):
+        if name is None:
+            continue
+        if given is None and name in hidden:
+            refusals[i] = {"name": None, "topic_id": topic_id, "error_code": int(authz.TOPIC_DENIED),
+                           "error_message": None}
+        elif name in undeletable:
+            refusals[i] = {"name": name, "topic_id": topic_id, "error_code": int(authz.TOPIC_DENIED),
+                           "error_message": None}
+    return refusals
+
+
 @handles(20, 1, 6)
 async def handle_delete_topics(ctx, request):
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    refusals = delete_refusals(ctx, wanted) if ctx.broker.acls.enabled else {}
     if ctx.broker.cluster is not None:
-        return {"throttle_time_ms": 0, "responses": [await delete_in_cluster(ctx, n, i, request.timeout_ms)
-                                                     for n, i in wanted]}
+        return {"throttle_time_ms": 0, "responses": [
+            refusals[i] if i in refusals else await delete_in_cluster(ctx, n, t, request.timeout_ms)
+            for i, (n, t) in enumerate(wanted)]}
     async with blocking.admin_lock(ctx.broker.logs):  # not while a topic's files are being written
-        responses = [delete_one(ctx, n, i) for n, i in wanted]
+        responses = [refusals[i] if i in refusals else delete_one(ctx, n, t) for i, (n, t) in enumerate(wanted)]
     return {"throttle_time_ms": 0, "responses": responses}
 
 
@@ -192,5 +264,9 @@ async def grow_one(ctx, t, validate_only: bool) -> dict:
 
 @handles(37, 0, 3)
 async def handle_create_partitions(ctx, request):
-    return {"throttle_time_ms": 0,
-            "results": [await grow_one(ctx, t, request.validate_only) for t in request.topics]}
+    refused = ()
+    if ctx.broker.acls.enabled:
+        refused = authz.unauthorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in request.topics))
+    return {"throttle_time_ms": 0, "results": [
+        {"name": t.name, "error_code": int(authz.TOPIC_DENIED), "error_message": "The topic authorization is failed."}
+        if t.name in refused else await grow_one(ctx, t, request.validate_only) for t in request.topics]}

@@ -9,8 +9,10 @@ from __future__ import annotations
 import uuid
 
 import trio
-from kafka.protocol.admin import (CreateTopicsRequest, DeleteRecordsRequest, DescribeClusterRequest,
-                                  DescribeTopicPartitionsRequest)
+from kafka.protocol.admin import (AlterConfigsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+                                  DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+                                  DescribeConfigsRequest, DescribeTopicPartitionsRequest,
+                                  IncrementalAlterConfigsRequest)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
@@ -283,4 +285,94 @@ def test_describe_topic_partitions_and_describe_cluster(tmp_path):
             r = await client.call(DescribeClusterRequest, 1, include_cluster_authorized_operations=True,
                                   endpoint_type=1, include_fenced_brokers=False)
             assert r.authorized_operations == topic_bits(Op.ALTER, Op.DESCRIBE)
+    run(scenario)
+
+
+def test_create_delete_and_grow_topics(tmp_path):
+    Topic = CreateTopicsRequest.CreatableTopic
+    Grow = CreatePartitionsRequest.CreatePartitionsTopic
+    Delete = DeleteTopicsRequest.DeleteTopicState
+
+    async def create(client, name):
+        with real_time():
+            r = await client.call(CreateTopicsRequest, 7, timeout_ms=1000, validate_only=False, topics=[
+                Topic(name=name, num_partitions=2, replication_factor=1, assignments=[], configs=[])])
+        t = r.topics[0]
+        return t.error_code, t.error_message, t.topic_config_error_code, t.num_partitions, len(t.configs or ())
+
+    async def grow(client, name):
+        with real_time():
+            r = await client.call(CreatePartitionsRequest, 3, timeout_ms=1000, validate_only=False,
+                                  topics=[Grow(name=name, count=3, assignments=None)])
+        return r.results[0].error_code, r.results[0].error_message
+
+    async def delete(client, *topics):
+        with real_time():
+            r = await client.call(DeleteTopicsRequest, 6, timeout_ms=1000, topics=[
+                Delete(name=None, topic_id=t) if isinstance(t, uuid.UUID) else Delete(name=t, topic_id=None)
+                for t in topics])
+        return [(d.name, d.error_code) for d in r.responses]
+
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            assert await create(client, "x") == (TAF, "Authorization failed.", TAF, -1, 0)
+            grant(broker, R.TOPIC, "x", Op.CREATE)
+            assert await create(client, "x") == (E.NONE, None, TAF, -1, 0)   # created, configs withheld
+            assert len(broker.logs.get("x").partitions) == 2
+            grant(broker, R.TOPIC, "y", Op.CREATE, Op.DESCRIBE_CONFIGS)
+            code, _, config_code, partitions, configs = await create(client, "y")
+            assert (code, config_code, partitions) == (E.NONE, E.NONE, 2) and configs > 0
+            assert await grow(client, "x") == (TAF, "The topic authorization is failed.")
+            grant(broker, R.TOPIC, "x", Op.ALTER)
+            assert await grow(client, "x") == (E.NONE, None)
+            x_id, y_id = broker.logs.get("x").topic_id, broker.logs.get("y").topic_id
+            # by id: without DESCRIBE the name is withheld (ALTER on x implies DESCRIBE)
+            assert await delete(client, x_id, y_id, "y", "ghost", uuid.uuid4()) == [
+                ("x", TAF), (None, TAF), ("y", TAF), ("ghost", TAF), (None, E.UNKNOWN_TOPIC_ID)]
+            grant(broker, R.TOPIC, "y", Op.DELETE)
+            grant(broker, R.TOPIC, "ghost", Op.DELETE)
+            assert await delete(client, y_id, "ghost") == [("y", E.NONE), ("ghost", E.UNKNOWN_TOPIC_OR_PARTITION)]
+            assert broker.logs.get("y") is None and broker.logs.get("x") is not None
+    run(scenario)
+
+
+def test_config_resources_are_checked_one_by_one(tmp_path):
+    Describe = DescribeConfigsRequest.DescribeConfigsResource
+    Alter = AlterConfigsRequest.AlterConfigsResource
+    Incremental = IncrementalAlterConfigsRequest.AlterConfigsResource
+    TOPIC, BROKER, GROUP = 2, 4, 32
+
+    async def describe(client):
+        r = await client.call(DescribeConfigsRequest, 4, include_synonyms=False, include_documentation=False,
+                              resources=[Describe(resource_type=t, resource_name=n, configuration_keys=None)
+                                         for t, n in ((TOPIC, "a"), (BROKER, ""), (GROUP, "g"))])
+        return [(x.error_code, x.error_message, bool(x.configs)) for x in r.results]
+
+    async def alter(client):
+        with real_time():
+            r = await client.call(AlterConfigsRequest, 2, validate_only=False, resources=[
+                Alter(resource_type=TOPIC, resource_name="a", configs=[
+                    Alter.AlterableConfig(name="retention.ms", value="60000")]),
+                Alter(resource_type=BROKER, resource_name="", configs=[])])
+            i = await client.call(IncrementalAlterConfigsRequest, 1, validate_only=False, resources=[
+                Incremental(resource_type=TOPIC, resource_name="a", configs=[
+                    Incremental.AlterableConfig(name="retention.ms", config_operation=0, value="120000")]),
+                Incremental(resource_type=GROUP, resource_name="g", configs=[])])
+        return [x.error_code for x in r.responses], [x.error_code for x in i.responses]
+
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a")
+            assert await describe(client) == [(TAF, "Topic authorization failed.", False),
+                                              (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", False),
+                                              (E.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", False)]
+            assert await alter(client) == ([TAF, E.CLUSTER_AUTHORIZATION_FAILED],
+                                           [TAF, E.GROUP_AUTHORIZATION_FAILED])
+            grant(broker, R.TOPIC, "a", Op.ALTER_CONFIGS)            # implies DESCRIBE_CONFIGS
+            grant(broker, R.CLUSTER, "kafka-cluster", Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+            grant(broker, R.GROUP, "g", Op.DESCRIBE_CONFIGS)
+            assert await describe(client) == [(E.NONE, None, True), (E.NONE, None, True),
+                                              (E.INVALID_REQUEST, "unsupported resource type 32", False)]
+            assert await alter(client) == ([E.NONE, E.INVALID_REQUEST], [E.NONE, E.GROUP_AUTHORIZATION_FAILED])
+            assert broker.logs.get("a").configs == {"retention.ms": "120000"}
     run(scenario)
