@@ -7,8 +7,9 @@ from kwire.codecs import messages
 def error_response(api_key: int, request, code, message) -> dict | None:
     """A response carrying ``code`` at top level, or in every entry for the APIs whose
     responses have one result per request entry and no top-level error (CreateAcls,
-    DeleteAcls, AlterUserScramCredentials); None otherwise (the caller then closes the
-    connection)."""
+    DeleteAcls, AlterUserScramCredentials), or both where Kafka's ``getErrorResponse``
+    answers both (ElectLeaders, DescribeUserScramCredentials); None otherwise (the caller
+    then closes the connection)."""
     version = request.API_VERSION
     per_entry = _PER_ENTRY.get(api_key)
     if per_entry is not None:
@@ -26,11 +27,26 @@ def _scram_users(request) -> list[str]:
     return list(dict.fromkeys(users))
 
 
+def _elect_leaders(r, code: int, msg) -> dict:
+    out = {"throttle_time_ms": 0, "replica_election_results": [
+        {"topic": t.topic, "partition_result": [{"partition_id": p, "error_code": code, "error_message": msg}
+                                                for p in t.partitions]}
+        for t in r.topic_partitions or ()]}
+    if r.API_VERSION >= 1:      # v0 has no top-level error
+        out["error_code"] = code
+    return out
+
+
 _PER_ENTRY = {
     30: lambda r, code, msg: {"throttle_time_ms": 0, "results": [
         {"error_code": code, "error_message": msg} for _ in r.creations]},
     31: lambda r, code, msg: {"throttle_time_ms": 0, "filter_results": [
         {"error_code": code, "error_message": msg, "matching_acls": []} for _ in r.filters]},
+    43: _elect_leaders,
+    # one nameless result per user asked about, as Kafka answers (librdkafka 2.16 crashes
+    # on a response with fewer results than users)
+    50: lambda r, code, msg: {"throttle_time_ms": 0, "error_code": code, "error_message": msg, "results": [
+        {"user": "", "error_code": code, "error_message": msg, "credential_infos": []} for _ in r.users or ()]},
     51: lambda r, code, msg: {"throttle_time_ms": 0, "results": [
         {"user": user, "error_code": code, "error_message": msg} for user in _scram_users(r)]},
 }

@@ -4,17 +4,17 @@
 The rules are ``kwire.scram_service``'s (Kafka's controller and metadata image).  Every
 failure is a value in the response: per user for both APIs; Describe's top-level error
 stays 0.  Neither handler raises.
+
+ACLs (Kafka's KafkaApis): Describe needs DESCRIBE on the cluster, Alter needs ALTER on the
+cluster.  Both are checked before dispatch (kwire.server's cluster gate): a refused Describe
+is answered with the top-level error CLUSTER_AUTHORIZATION_FAILED and no results, a refused
+Alter with that error for every user it names (kwire.handlers.errors).
 """
 from __future__ import annotations
 
 from kwire.scram_service import ScramDeletion, ScramUpsertion
 
 from ..registry import handles
-
-# TODO(acl): Kafka (KafkaApis) checks DESCRIBE on the cluster for 50 -- denied: the top-level
-# error_code CLUSTER_AUTHORIZATION_FAILED and no results -- and ALTER on the cluster for 51 --
-# denied: every user named gets CLUSTER_AUTHORIZATION_FAILED (admin/acl_operations.py maps
-# both).  The check is added with the authorizer wiring; until then both are open.
 
 
 @handles(50, 0, 0)

@@ -55,12 +55,15 @@ def assert_matches_kafka_python(api_key, version, fields):
 
 class Request:
     """What error_response reads from a decoded request: the version, and one entry in each
-    list an API answers entry by entry (CreateAcls, DeleteAcls, AlterUserScramCredentials)."""
+    list an API answers entry by entry (CreateAcls, DeleteAcls, ElectLeaders,
+    DescribeUserScramCredentials, AlterUserScramCredentials)."""
 
     def __init__(self, version):
         self.API_VERSION = version
         self.creations = self.filters = [object()]
         self.upsertions, self.deletions = [], [types.SimpleNamespace(name="alice")]
+        self.users = [types.SimpleNamespace(name="alice")]
+        self.topic_partitions = [types.SimpleNamespace(topic="t", partitions=[0, 1])]
 
 
 @pytest.mark.parametrize("api_key,version", ADVERTISED)

@@ -12,7 +12,7 @@ import trio
 from kafka.protocol.admin import (AlterConfigsRequest, CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
                                   DescribeConfigsRequest, DescribeTopicPartitionsRequest,
-                                  IncrementalAlterConfigsRequest)
+                                  ElectLeadersRequest, IncrementalAlterConfigsRequest)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
@@ -375,4 +375,26 @@ def test_config_resources_are_checked_one_by_one(tmp_path):
                                               (E.INVALID_REQUEST, "unsupported resource type 32", False)]
             assert await alter(client) == ([E.NONE, E.INVALID_REQUEST], [E.NONE, E.GROUP_AUTHORIZATION_FAILED])
             assert broker.logs.get("a").configs == {"retention.ms": "120000"}
+    run(scenario)
+
+
+def test_a_refused_elect_leaders_answers_each_partition(tmp_path):
+    """ALTER on the cluster is checked before dispatch; the refusal is Kafka's error response:
+    every partition asked about (and from v1 the top level) carries the error, even at v0,
+    which has no top-level error to carry it alone."""
+    async def elect(client, version):
+        r = await client.call(ElectLeadersRequest, version, election_type=0, timeout_ms=1000, topic_partitions=[
+            ElectLeadersRequest.TopicPartitions(topic="a", partitions=[0, 1])])
+        return r.error_code if version else None, [(t.topic, p.partition_id, p.error_code)
+                                                for t in r.replica_election_results for p in t.partition_result]
+
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "a", partitions=2)
+            denied = E.CLUSTER_AUTHORIZATION_FAILED
+            assert await elect(client, 0) == (None, [("a", 0, denied), ("a", 1, denied)])
+            assert await elect(client, 2) == (denied, [("a", 0, denied), ("a", 1, denied)])
+            grant(broker, R.CLUSTER, "kafka-cluster", Op.ALTER)
+            assert await elect(client, 2) == (E.NONE, [("a", 0, E.ELECTION_NOT_NEEDED),
+                                                       ("a", 1, E.ELECTION_NOT_NEEDED)])
     run(scenario)
