@@ -28,7 +28,7 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _ALL_OPERATIONS = {rtype: sum(1 << op for op in ops) for rtype, ops in SUPPORTED_OPERATIONS.items()}
 
 
-def _log_denied(ctx, operation: AclOperation, resource_type: ResourceType, names) -> None:
+def log_denied(ctx, operation: AclOperation, resource_type: ResourceType, names) -> None:
     logger.info("%s: %s denied %s on %s %s", ctx.peer, ctx.principal, operation.name, resource_type.name,
                 ", ".join(sorted(names)))
 
@@ -39,7 +39,7 @@ def denied(ctx, operation: AclOperation, resource_type: ResourceType, name: str,
     if ctx.allowed(operation, resource_type, name):
         return False
     if log:
-        _log_denied(ctx, operation, resource_type, (name,))
+        log_denied(ctx, operation, resource_type, (name,))
     return True
 
 
@@ -49,7 +49,7 @@ def unauthorized(ctx, operation: AclOperation, resource_type: ResourceType, name
     names = set(names)
     refused = names - ctx.authorized(operation, resource_type, names)
     if refused and log:
-        _log_denied(ctx, operation, resource_type, refused)
+        log_denied(ctx, operation, resource_type, refused)
     return refused
 
 

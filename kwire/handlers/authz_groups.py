@@ -12,12 +12,11 @@ is not, as Kafka passes ``logIfDenied = false`` there.  Nothing here raises.
 """
 from __future__ import annotations
 
-import logging
 from typing import Iterable
 
 from kwire.admin.acls import CLUSTER_NAME, AclOperation, ResourceType
 
-logger = logging.getLogger("kwire.acls")
+from . import authz
 
 READ, WRITE, DESCRIBE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DELETE
 IDEMPOTENT_WRITE = AclOperation.IDEMPOTENT_WRITE
@@ -29,18 +28,9 @@ def acls_on(ctx) -> bool:
     return ctx.broker.acls.enabled
 
 
-def _log_denied(ctx, operation: AclOperation, resource_type: ResourceType, names) -> None:
-    logger.info("%s: %s denied %s on %s %s", ctx.peer, ctx.principal, operation.name, resource_type.name,
-                ", ".join(sorted(names)))
-
-
 def denied(ctx, operation: AclOperation, resource_type: ResourceType, name: str, *, log: bool = True) -> bool:
     """Whether an authorizer is on and refuses the principal ``operation`` on the named resource."""
-    if not ctx.broker.acls.enabled or ctx.allowed(operation, resource_type, name):
-        return False
-    if log:
-        _log_denied(ctx, operation, resource_type, [name])
-    return True
+    return ctx.broker.acls.enabled and authz.denied(ctx, operation, resource_type, name, log=log)
 
 
 def unauthorized(ctx, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *,
@@ -49,11 +39,7 @@ def unauthorized(ctx, operation: AclOperation, resource_type: ResourceType, name
     decided once."""
     if not ctx.broker.acls.enabled:
         return set()
-    names = set(names)
-    refused = names - ctx.authorized(operation, resource_type, names)
-    if refused and log:
-        _log_denied(ctx, operation, resource_type, refused)
-    return refused
+    return authz.unauthorized(ctx, operation, resource_type, names, log=log)
 
 
 def may_write_idempotently(ctx) -> bool:
@@ -64,7 +50,7 @@ def may_write_idempotently(ctx) -> bool:
         return True
     if acls.authorizer.authorize_by_resource_type(ctx.principal, ctx.host, WRITE, TOPIC):
         return True
-    _log_denied(ctx, IDEMPOTENT_WRITE, CLUSTER, [CLUSTER_NAME])
+    authz.log_denied(ctx, IDEMPOTENT_WRITE, CLUSTER, [CLUSTER_NAME])
     return False
 
 
