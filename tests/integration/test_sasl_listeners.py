@@ -8,7 +8,6 @@ and an oversized token each end in a closed connection and a log line while
 the broker serves everyone else."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import struct
@@ -22,7 +21,8 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
                                  SaslHandshakeResponse)
 
-from tests.support.roundtrip import produce_and_consume
+from tests.support.roundtrip import (aiokafka_produce_and_consume, kafka_python_produce_and_consume,
+                                     produce_and_consume)
 from kwire.testing_process import BrokerProcess, free_port
 from tests.support.certs import CertificateAuthority
 
@@ -79,47 +79,20 @@ def test_confluent_kafka_plain_over_sasl_ssl(sasl):
 
 
 def test_kafka_python_plain(sasl):
-    from kafka import KafkaConsumer, KafkaProducer
     _broker, _server, ports = sasl
     options = dict(bootstrap_servers=f"127.0.0.1:{ports['SASL_PLAINTEXT']}", security_protocol="SASL_PLAINTEXT",
                    sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
-    producer = KafkaProducer(**options)
-    for i in range(20):
-        producer.send("sasl-kafka-python", b"kp-%d" % i)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer("sasl-kafka-python", auto_offset_reset="earliest", consumer_timeout_ms=10000,
-                             **options)
-    assert [m.value for m in consumer] == [b"kp-%d" % i for i in range(20)]
-    consumer.close()
+    assert kafka_python_produce_and_consume(options, "sasl-kafka-python", 20, b"kp-") == [
+        b"kp-%d" % i for i in range(20)]
 
 
 def test_aiokafka_plain_over_sasl_ssl(sasl):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     _broker, server, ports = sasl
     options = dict(bootstrap_servers=f"127.0.0.1:{ports['SASL_SSL']}", security_protocol="SASL_SSL",
                    ssl_context=server.ssl_context(client_certificate=False), sasl_mechanism="PLAIN",
                    sasl_plain_username="alice", sasl_plain_password="alice-secret")
-
-    async def scenario():
-        producer = AIOKafkaProducer(**options)
-        await producer.start()
-        try:
-            for i in range(20):
-                await producer.send_and_wait("sasl-aiokafka", b"aio-%d" % i)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer("sasl-aiokafka", auto_offset_reset="earliest", **options)
-        await consumer.start()
-        try:
-            got = []
-            while len(got) < 20:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
-                got += [m.value for msgs in batch.values() for m in msgs]
-            return got
-        finally:
-            await consumer.stop()
-    assert asyncio.run(scenario()) == [b"aio-%d" % i for i in range(20)]
+    assert aiokafka_produce_and_consume(options, "sasl-aiokafka", 20, b"aio-") == [
+        b"aio-%d" % i for i in range(20)]
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed")

@@ -8,7 +8,6 @@ the client reconnects there.  Bad input on a TLS port closes that connection
 and the broker goes on serving."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import subprocess
@@ -17,7 +16,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.support.roundtrip import produce_and_consume
+from tests.support.roundtrip import (aiokafka_produce_and_consume, kafka_python_produce_and_consume,
+                                     produce_and_consume)
 from kwire.testing_process import BrokerProcess, BrokerStartError, free_port
 from tests.support.certs import CertificateAuthority
 
@@ -59,47 +59,19 @@ def test_confluent_kafka_produces_and_consumes_over_tls(tls):
 
 
 def test_kafka_python_over_tls(tls):
-    from kafka import KafkaConsumer, KafkaProducer
     _broker, _server, alice, ports = tls
-    context = alice.ssl_context(client_certificate=False)
-    bootstrap = f"127.0.0.1:{ports['SSL']}"
-    producer = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=context)
-    for i in range(50):
-        producer.send("tls-kafka-python", b"kp-%d" % i)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer("tls-kafka-python", bootstrap_servers=bootstrap, security_protocol="SSL",
-                             ssl_context=context, auto_offset_reset="earliest", consumer_timeout_ms=10000)
-    assert [m.value for m in consumer] == [b"kp-%d" % i for i in range(50)]
-    consumer.close()
+    options = dict(bootstrap_servers=f"127.0.0.1:{ports['SSL']}", security_protocol="SSL",
+                   ssl_context=alice.ssl_context(client_certificate=False))
+    assert kafka_python_produce_and_consume(options, "tls-kafka-python", 50, b"kp-") == [
+        b"kp-%d" % i for i in range(50)]
 
 
 def test_aiokafka_over_mutual_tls(tls):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     _broker, _server, alice, ports = tls
-    bootstrap = f"127.0.0.1:{ports['MTLS']}"
-
-    async def scenario():
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                    ssl_context=alice.ssl_context())
-        await producer.start()
-        try:
-            for i in range(30):
-                await producer.send_and_wait("tls-aiokafka", b"aio-%d" % i)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer("tls-aiokafka", bootstrap_servers=bootstrap, security_protocol="SSL",
-                                    ssl_context=alice.ssl_context(), auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            got = []
-            while len(got) < 30:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
-                got += [m.value for msgs in batch.values() for m in msgs]
-            return got
-        finally:
-            await consumer.stop()
-    assert asyncio.run(scenario()) == [b"aio-%d" % i for i in range(30)]
+    options = dict(bootstrap_servers=f"127.0.0.1:{ports['MTLS']}", security_protocol="SSL",
+                   ssl_context=alice.ssl_context())
+    assert aiokafka_produce_and_consume(options, "tls-aiokafka", 30, b"aio-") == [
+        b"aio-%d" % i for i in range(30)]
 
 
 def test_mutual_tls_refuses_a_client_without_a_certificate(tls):

@@ -25,3 +25,45 @@ def produce_and_consume(config: dict, topic: str, count: int, prefix: bytes) -> 
             got.append(msg.value())
     consumer.close()
     return got
+
+
+def kafka_python_produce_and_consume(options: dict, topic: str, count: int, prefix: bytes) -> list[bytes]:
+    """The same with kafka-python; ``options`` are its keyword arguments (bootstrap, security)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    producer = KafkaProducer(**options)
+    for i in range(count):
+        producer.send(topic, prefix + b"%d" % i)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **options)
+    try:
+        return [m.value for m in consumer]
+    finally:
+        consumer.close()
+
+
+def aiokafka_produce_and_consume(options: dict, topic: str, count: int, prefix: bytes) -> list[bytes]:
+    """The same with aiokafka (send_and_wait each record); ``options`` are its keyword arguments."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def scenario():
+        producer = AIOKafkaProducer(**options)
+        await producer.start()
+        try:
+            for i in range(count):
+                await producer.send_and_wait(topic, prefix + b"%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **options)
+        await consumer.start()
+        try:
+            got: list[bytes] = []
+            while len(got) < count:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
+                got += [m.value for msgs in batch.values() for m in msgs]
+            return got
+        finally:
+            await consumer.stop()
+    return asyncio.run(scenario())
