@@ -17,6 +17,12 @@ A follower copies its leader's log with Kafka's own protocol:
 A partition leaves its fetcher when the cluster node sees a new leader; an
 epoch error from the leader (FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER) parks the
 partition until the new state arrives from ZooKeeper.
+
+A partition that joins a fetcher (a new leader, or a new epoch) cuts short the
+fetch parked at the leader (up to ``replica.fetch.wait.max.ms``): the request
+is abandoned with its connection and the fetcher reconnects at once.  Without
+that, a new leader's first ``acks=all`` write waited for the follower's old
+long poll to end, and a controlled shutdown took up to a second to fail over.
 """
 from __future__ import annotations
 
@@ -36,9 +42,18 @@ logger = logging.getLogger("kwire.fetcher")
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
 TopicPartition = tuple[str, int]
+# Errors meaning the source broker is behind this follower's view of the partition (it
+# does not lead it yet, or not in this epoch yet); FENCED_LEADER_EPOCH means this
+# follower is behind, and the next state from ZooKeeper replaces its FollowState.
+LEADER_BEHIND = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+LEADER_BEHIND_RETRY_S = 0.05
 WAIT_FOR_METADATA = {ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
                      ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.KAFKA_STORAGE_ERROR}
+
+
+class _Interrupted(Exception):
+    """A partition joined while a fetch was parked at the leader; its answer is abandoned."""
 
 
 @dataclasses.dataclass
@@ -65,6 +80,7 @@ class ReplicaFetcher:
         self.timeout_s = config.value_of("replica.socket.timeout.ms") / 1000
         self.partitions: dict[TopicPartition, FollowState] = {}
         self._changed = trio.Event()
+        self._in_flight: trio.CancelScope | None = None     # the parked fetch, while it waits
         self.cancel_scope = trio.CancelScope()
 
     def follow(self, tp: TopicPartition, plog, leader_epoch: int) -> None:
@@ -73,6 +89,8 @@ class ReplicaFetcher:
         if state is None or state.leader_epoch != leader_epoch:
             self.partitions[tp] = FollowState(plog, leader_epoch)
             self._changed.set()
+            if self._in_flight is not None:
+                self._in_flight.cancel()
 
     def forget(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
@@ -101,6 +119,8 @@ class ReplicaFetcher:
                     while self._ready():
                         await self._truncate(conn)
                         await self._fetch(conn)
+                except _Interrupted:
+                    pass                   # the connection has an answer owed: start afresh
                 except PeerError as exc:
                     logger.info("fetcher from broker %d: %s; reconnecting", self.source_id, exc)
                     await trio.sleep(self.backoff_s)
@@ -165,7 +185,10 @@ class ReplicaFetcher:
     def _park(self, tp: TopicPartition, s: FollowState, code: ErrorCode) -> None:
         logger.debug("%s-%d: %s from broker %d; waiting for new state", tp[0], tp[1], code.name,
                      self.source_id)
-        s.parked_until = trio.current_time() + max(self.backoff_s, 0.05)
+        # The leader has not applied the state this follower already has (it learns it from
+        # ZooKeeper at about the same time): ask again soon, not after replica.fetch.backoff.ms.
+        delay = LEADER_BEHIND_RETRY_S if code in LEADER_BEHIND else max(self.backoff_s, 0.05)
+        s.parked_until = trio.current_time() + delay
         s.truncated = False
 
     # -- fetching ---------------------------------------------------------------------------
@@ -180,11 +203,15 @@ class ReplicaFetcher:
                 "fetch_offset": s.plog.log_end_offset, "last_fetched_epoch": -1,
                 "log_start_offset": s.plog.log_start_offset,
                 "partition_max_bytes": self.partition_max_bytes})
-        response = await conn.request(
-            1, FETCH_VERSION, wait_s=self.wait_ms / 1000, replica_id=self.node_id,
-            max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=self.max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        with trio.CancelScope() as self._in_flight:
+            response = await conn.request(
+                1, FETCH_VERSION, wait_s=self.wait_ms / 1000, replica_id=self.node_id,
+                max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=self.max_bytes, isolation_level=0,
+                session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        interrupted, self._in_flight = self._in_flight.cancelled_caught, None
+        if interrupted:
+            raise _Interrupted
         if response.error_code:
             raise PeerError(f"fetch answered {ErrorCode(response.error_code).name}")
         flushes, restarts, starts = [], [], []

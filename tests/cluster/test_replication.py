@@ -153,6 +153,24 @@ def test_controlled_shutdown_moves_leadership_before_the_process_exits(cluster):
     assert time.monotonic() - started < 5
 
 
+def test_followers_of_a_new_leader_do_not_wait_out_their_long_poll_or_back_off(cluster_factory):
+    # A follower's fetch parks at its leader for up to replica.fetch.wait.max.ms, and a
+    # partition the leader does not lead yet used to wait replica.fetch.backoff.ms: with
+    # both at seconds, the first acks=all write after a controlled shutdown took that long.
+    cluster = cluster_factory(properties={"replica.fetch.wait.max.ms": 4000, "replica.fetch.backoff.ms": 8000,
+                                          "replica.lag.time.max.ms": 20000})
+    create_topic(cluster.bootstrap, "moved", partitions=3, rf=3)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "moved").values()),
+             20, "full ISRs")
+    leader = partition_states(cluster, "moved")[0]["leader"]
+    cluster.stop(leader)                                  # SIGTERM; leadership moved before the exit
+    started = time.monotonic()
+    acked = produce_counted(cluster.live_bootstrap(), "moved", 30, idempotent=False)
+    elapsed = time.monotonic() - started
+    assert sorted(v for vs in acked.values() for v in vs) == list(range(30))
+    assert elapsed < 3, f"acks=all writes after the controlled shutdown took {elapsed:.1f} s"
+
+
 def test_preferred_leader_election_moves_leadership_back(cluster):
     create_topic(cluster.bootstrap, "preferred", partitions=3, rf=3)
     wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "preferred").values()),
