@@ -4,13 +4,17 @@ Kafka's keys and defaults, merged into ``broker_config.BROKER_KEYS``.  Kafka let
 listener override any ``ssl.*`` or ``sasl.*`` key with
 ``listener.name.<listener name in lower case>.<key>`` (and a SASL key per mechanism,
 ``listener.name.<listener>.<mechanism in lower case>.sasl.jaas.config``);
-``listener_settings`` resolves them for one listener.
+``listener_settings`` resolves them for one listener.  ``connections.max.reauth.ms``
+(KIP-368) may be given per listener and per mechanism the same way:
+``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``, then
+``listener.name.<listener>.connections.max.reauth.ms``, then the broker-wide key.
 
 Security protocols: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL are served; in cluster
 mode only PLAINTEXT for now.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from .config_def import ConfigKey, ConfigType as T, at_least, one_of
@@ -52,8 +56,10 @@ SECURITY_KEYS: list[ConfigKey] = [
               one_of(*PROTOCOLS)),
     ConfigKey("connection.failed.authentication.delay.ms", T.INT, 100,
               "Delay before closing a connection whose authentication failed.", at_least(0)),
-    ConfigKey("connections.max.reauth.ms", T.LONG, 0, "Re-authentication interval of SASL connections (0: never).",
-              at_least(0)),
+    ConfigKey("connections.max.reauth.ms", T.LONG, 0,
+              "Longest SASL session before the client must re-authenticate on the same connection (KIP-368); "
+              "an expired connection is closed at its next request other than a re-authentication. "
+              "0: no limit beyond the credential's own lifetime (an OAUTHBEARER token's exp).", at_least(0)),
     ConfigKey("authorizer.class.name", T.STRING, "", "The authorizer; Kafka's ACL authorizers turn ACLs on."),
     ConfigKey("super.users", T.STRING, None, "Principals allowed everything, separated by semicolons."),
     ConfigKey("allow.everyone.if.no.acl.found", T.BOOLEAN, False,
@@ -61,13 +67,32 @@ SECURITY_KEYS: list[ConfigKey] = [
 ]
 
 
+MAX_REAUTH = "connections.max.reauth.ms"
+_MAX_REAUTH_KEY = next(k for k in SECURITY_KEYS if k.name == MAX_REAUTH)
+
+
 def is_listener_override(name: str) -> bool:
-    """Whether ``name`` is a per-listener override Kafka accepts (``listener.name.x.ssl.*``)."""
+    """Whether ``name`` is a per-listener override Kafka accepts (``listener.name.x.ssl.*``,
+    ``listener.name.x[.<mechanism>].connections.max.reauth.ms``)."""
     if not name.startswith(LISTENER_PREFIX):
         return False
     rest = name[len(LISTENER_PREFIX):]
     _listener, _, key = rest.partition(".")
-    return key.startswith(("ssl.", "sasl.")) or ".sasl." in rest
+    return (key.startswith(("ssl.", "sasl.")) or ".sasl." in rest or key == MAX_REAUTH
+            or key.partition(".")[2] == MAX_REAUTH)
+
+
+def max_reauth_ms(broker_value: int, originals: Mapping[str, str], listener: str,
+                  mechanism: str) -> int:
+    """``connections.max.reauth.ms`` for one mechanism of one listener, as Kafka's
+    SaslChannelBuilder resolves it: ``listener.name.<l>.<mechanism>.`` first, then
+    ``listener.name.<l>.``, then ``broker_value`` (the broker-wide key's).  Raises
+    ConfigError naming the key."""
+    own = f"{LISTENER_PREFIX}{listener.lower()}."
+    for name in (f"{own}{mechanism.lower()}.{MAX_REAUTH}", f"{own}{MAX_REAUTH}"):
+        if name in originals:
+            return dataclasses.replace(_MAX_REAUTH_KEY, name=name).parse(originals[name])
+    return broker_value
 
 
 def listener_settings(values: Mapping[str, Any], originals: Mapping[str, str], listener: str,

@@ -80,14 +80,18 @@ def check_token_size(size: int, limit: int = MAX_SASL_TOKEN_BYTES) -> None:
 
 class SaslServer:
     """One server-side exchange.  ``step(token) -> (server_bytes, done)``; once done,
-    ``principal`` is ``User:<name>`` (None until then).  A failed or finished exchange
-    takes no more tokens.  Subclasses implement ``_step`` and fail through ``_fail``."""
+    ``principal`` is ``User:<name>`` (None until then) and ``credential_expiry_ms`` when the
+    credential ends (ms since the epoch: an OAUTHBEARER token's exp; None for passwords),
+    which caps the session (Kafka's CREDENTIAL.LIFETIME.MS negotiated property).  A failed
+    or finished exchange takes no more tokens.  Subclasses implement ``_step`` and fail
+    through ``_fail``."""
 
     mechanism = ""
 
     def __init__(self, *, max_token_bytes: int = MAX_SASL_TOKEN_BYTES,
                  reauthentication: bool = False):
         self.principal: str | None = None
+        self.credential_expiry_ms: int | None = None
         self._max_token_bytes = max_token_bytes
         self._reauthentication = reauthentication
         self._complete = False
@@ -271,20 +275,22 @@ class OAuthBearerServer(SaslServer):
         jws = jws.lstrip(" ")
         if scheme.lower() != "bearer" or not self._TOKEN.fullmatch(jws):
             self._fail("Invalid OAUTHBEARER client first message: no 'auth=Bearer <token>'")
-        principal, status, why = self._validate(jws)
-        if principal is None:
+        claims, status, why = self._validate(jws)
+        if claims is None:
             self._error = json.dumps(status, separators=(",", ":"))
             self._why = why
             return self._error.encode("utf-8"), False
+        principal = claims[self._options.principal_claim]
         if authzid and authzid != principal:
             self._fail(f"authzid {authzid!r} is not {principal!r}",
                        f"Authentication failed: Client requested an authorization id ({authzid}) "
                        f"that is different from the token's principal name ({principal})")
         self.principal = f"User:{principal}"
+        self.credential_expiry_ms = round(claims["exp"] * 1000)
         return b"", True
 
-    def _validate(self, jws: str) -> tuple[str | None, dict, str]:
-        """(principal, {}, "") for a good token, else (None, error JSON fields, why)."""
+    def _validate(self, jws: str) -> tuple[dict | None, dict, str]:
+        """(the token's claims, {}, "") for a good token, else (None, error JSON fields, why)."""
         invalid = {"status": "invalid_token"}
         parts = jws.split(".")
         if len(parts) != 3 or parts[2]:
@@ -310,7 +316,7 @@ class OAuthBearerServer(SaslServer):
         if not granted.issuperset(opts.required_scope):
             return (None, {"status": "insufficient_scope", "scope": " ".join(opts.required_scope)},
                     f"scope {sorted(granted)} lacks {list(opts.required_scope)}")
-        return principal, {}, ""
+        return claims, {}, ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ README's TLS section gives the cost).  The handshake must finish within
 ``HANDSHAKE_TIMEOUT_S``; garbage, a plaintext client or a refused client
 certificate ends in a closed connection and one INFO line, never more.
 
-SASL (SASL_PLAINTEXT, SASL_SSL): each connection has a ``SaslSession``, Kafka's
-SaslServerAuthenticator in sans-I/O form.  SaslHandshake picks the mechanism
+SASL (SASL_PLAINTEXT, SASL_SSL): each connection has a kwire.sasl_session.SaslSession,
+Kafka's SaslServerAuthenticator in sans-I/O form.  SaslHandshake picks the mechanism
 (v0: raw tokens follow, v1: SaslAuthenticate requests), the exchange runs
 through kwire.sasl's servers, and until it completes only ApiVersions and the
 SASL APIs are served, in frames of at most ``sasl.server.max.receive.size``
@@ -23,7 +23,10 @@ bytes.  A failed exchange is answered after
 slowed down), then the connection closes.  The mechanisms of a listener are
 ``listener.name.<l>.sasl.enabled.mechanisms`` or ``sasl.enabled.mechanisms``;
 the JAAS options of a mechanism are ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
-or ``sasl.jaas.config`` for all of them.
+or ``sasl.jaas.config`` for all of them.  A session lasts at most
+``connections.max.reauth.ms`` of the mechanism (``listener.name.<l>.<mechanism>.`` and
+``listener.name.<l>.`` prefixes first) and the credential's lifetime; clients re-authenticate
+on the same connection before it ends (KIP-368, kwire.sasl_session).
 """
 from __future__ import annotations
 
@@ -34,8 +37,7 @@ import ssl
 import trio
 
 from kwire.admin.broker_config import BrokerConfig, ConfigError, Listener
-from kwire.codecs.errors import ErrorCode
-
+from kwire.admin.security_config import max_reauth_ms
 from . import sasl
 
 logger = logging.getLogger("kwire.server")
@@ -51,6 +53,7 @@ class ListenerContext:
     ssl_context: ssl.SSLContext | None = None
     principal_mapper: object | None = None     # kwire.tls.PrincipalMapper on TLS listeners
     sasl_mechanisms: dict | None = None        # {mechanism: kwire.sasl factory} on SASL listeners
+    max_reauth_ms: dict = dataclasses.field(default_factory=dict)   # {mechanism: connections.max.reauth.ms}
     sasl_max_bytes: int = sasl.MAX_SASL_TOKEN_BYTES
     failed_auth_delay_s: float = 0.1
 
@@ -75,9 +78,11 @@ def listener_context(config: BrokerConfig, listener: Listener, scram=None) -> Li
             principal_mapper=tls.principal_mapper(props, listener.name))
     if listener.protocol.startswith("SASL_"):
         max_bytes = config.value_of("sasl.server.max.receive.size")
+        mechanisms = _mechanisms(config, listener.name, scram, max_bytes)
         context = dataclasses.replace(
-            context, sasl_mechanisms=_mechanisms(config, listener.name, scram, max_bytes),
-            sasl_max_bytes=max_bytes,
+            context, sasl_mechanisms=mechanisms, sasl_max_bytes=max_bytes,
+            max_reauth_ms={m: max_reauth_ms(config.value_of("connections.max.reauth.ms"), config.originals,
+                                            listener.name, m) for m in mechanisms},
             failed_auth_delay_s=config.value_of("connection.failed.authentication.delay.ms") / 1000)
     return context
 
@@ -104,56 +109,6 @@ def _mechanisms(config: BrokerConfig, listener: str, scram, max_bytes: int) -> d
     except ValueError as exc:
         raise ConfigError(f"listener {listener} ({key} or sasl.enabled.mechanisms, and the JAAS "
                           f"configs): {exc}") from None
-
-
-class SaslSession:
-    """One connection's SASL state (see the module docstring); Trio-free, reads no clock."""
-
-    def __init__(self, context: ListenerContext):
-        self.context = context
-        self.server = None             # the mechanism's exchange, after SaslHandshake
-        self.raw_tokens = False        # SaslHandshake v0: the next frames are bare tokens
-        self.principal: str | None = None
-        self.failed = False            # answer, then close after the delay
-
-    @property
-    def authenticated(self) -> bool:
-        return self.principal is not None
-
-    def handshake(self, mechanism: str, version: int, now_ms: int) -> ErrorCode:
-        """SaslHandshake: NONE, UNSUPPORTED_SASL_MECHANISM (then the connection closes) or
-        ILLEGAL_SASL_STATE (a second handshake)."""
-        if self.server is not None or self.authenticated:
-            self.failed = True
-            return ErrorCode.ILLEGAL_SASL_STATE
-        factory = self.context.sasl_mechanisms.get(mechanism)
-        if factory is None:
-            self.failed = True
-            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
-        self.server = factory(now_ms)
-        self.raw_tokens = version == 0
-        return ErrorCode.NONE
-
-    def authenticate(self, token: bytes) -> bytes:
-        """One token of the exchange; the server's answer.  Raises kwire.sasl.SaslError
-        (failed: the caller answers it, then closes)."""
-        if self.server is None or self.authenticated:
-            self.failed = True
-            raise sasl.SaslError("SaslAuthenticate request received in the wrong state",
-                                 "token outside an exchange", ErrorCode.ILLEGAL_SASL_STATE)
-        try:
-            challenge, done = self.server.step(bytes(token))
-        except sasl.SaslError:
-            self.failed = True
-            raise
-        if done:
-            self.principal = self.server.principal
-            self.raw_tokens = False
-        return challenge
-
-    @property
-    def mechanisms(self) -> list[str]:
-        return list(self.context.sasl_mechanisms)
 
 
 TLS_READ_BYTES = 1 << 20      # raw bytes taken from the socket per read under TLS

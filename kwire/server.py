@@ -47,7 +47,8 @@ from .lowat import RCVLOWAT_MAX, set_rcvlowat
 from .listener import serve_listeners
 from .registry import HANDLERS, Deferred
 from .sasl import SaslError
-from .secure_listeners import ANONYMOUS, PLAINTEXT, ListenerContext, SaslSession, listener_context, secure
+from .sasl_session import SaslSession
+from .secure_listeners import ANONYMOUS, PLAINTEXT, ListenerContext, listener_context, secure
 
 logger = logging.getLogger("kwire.server")
 
@@ -118,6 +119,8 @@ class ConnectionLimits:
 HOLDS_RECORDS = frozenset({0})
 # What a connection may ask before its SASL authentication completed (Kafka's rule).
 PRE_AUTHENTICATION_APIS = frozenset({18, 17, 36})   # ApiVersions, SaslHandshake, SaslAuthenticate
+REAUTHENTICATION_APIS = frozenset({17, 36})          # Kafka serves nothing else during a re-authentication
+SASL_HANDSHAKE_KEY = (17).to_bytes(2, "big")         # a frame's first bytes, its api_key
 RECEIVE_HEAD_BYTES = 65536
 RECEIVE_TLS_BYTES = 4 << 20       # plaintext asked of a TLS stream per read, at most
 # Responses a connection may owe (deferred or queued behind one) before it stops reading
@@ -288,8 +291,7 @@ class Connection:
             frame = await self.read_frame()
             if frame is None:
                 return
-            if self.sasl is not None and not self.sasl.authenticated:
-                await self.serve_unauthenticated(frame)
+            if self.sasl is not None and self.sasl.gated and await self.serve_sasl(frame):
                 continue
             decoded = self.decode_frame(frame)
             del frame      # the decoded request no longer needs the frame's buffer
@@ -311,24 +313,52 @@ class Connection:
             elif parts is not None:
                 await self.send_parts(parts)
 
+    async def serve_sasl(self, frame: bytearray) -> bool:
+        """A frame on a connection whose SASL session needs a look first (kwire.sasl_session):
+        True when it was served here (authentication, or a SaslHandshake beginning a
+        re-authentication), False when it goes on to the ordinary dispatch.  Raises
+        CloseConnection for any other request once the session has expired (KIP-368)."""
+        session = self.sasl
+        if not session.authenticated:
+            await self.serve_unauthenticated(frame)
+            return True
+        now_ms = self.broker.clock.now_ms()
+        if frame[:2] == SASL_HANDSHAKE_KEY and session.begin_reauthentication(now_ms):
+            await self.drain_outbox()       # Kafka answers a re-authentication after everything before it
+            self.frames.max_size = min(self.frames.max_size, self.listener.sasl_max_bytes)
+            await self.serve_unauthenticated(frame)
+            return True
+        if session.expired(now_ms):
+            self.release_budget()
+            raise CloseConnection(f"the SASL session of {session.principal} ({session.mechanism}) ended "
+                                  f"{now_ms - session.expires_ms} ms ago without re-authentication "
+                                  f"(session lifetime {session.session_lifetime_ms} ms: "
+                                  f"connections.max.reauth.ms or the credential's expiry)")
+        return False
+
     async def serve_unauthenticated(self, frame: bytearray) -> None:
-        """A frame before SASL authentication completed: a bare token after SaslHandshake v0,
-        else ApiVersions or a SASL request; anything else closes the connection.  A failed
-        exchange is answered after the listener's delay, then the connection closes."""
+        """A frame before SASL authentication (or re-authentication) completed: a bare token after
+        SaslHandshake v0, else ApiVersions or a SASL request (only SASL ones when
+        re-authenticating); anything else closes the connection.  A failed exchange is answered
+        after the listener's delay, then the connection closes."""
         session = self.sasl
         try:
+            if session.refusal is not None:
+                raise CloseConnection(session.refusal)
             if session.raw_tokens:
                 try:
-                    challenge = session.authenticate(frame)
+                    challenge = session.authenticate(frame, self.broker.clock.now_ms())
                     parts = [SIZE.pack(len(challenge)) + challenge]
                 except SaslError as exc:
                     logger.info("%s: SASL authentication failed: %s", self.peer, exc.detail)
                     parts = None
             else:
                 decoded = self.decode_frame(frame)
-                if not isinstance(decoded, list) and decoded[0].api_key not in PRE_AUTHENTICATION_APIS:
+                allowed = REAUTHENTICATION_APIS if session.reauthenticating else PRE_AUTHENTICATION_APIS
+                if not isinstance(decoded, list) and decoded[0].api_key not in allowed:
                     raise CloseConnection(f"{messages.api_name(decoded[0].api_key)} request before SASL "
-                                          f"authentication on listener {self.listener.name}")
+                                          f"{'re-' if session.reauthenticating else ''}authentication "
+                                          f"completed on listener {self.listener.name}")
                 parts = decoded if isinstance(decoded, list) else await self.handle_request(*decoded)
         finally:
             self.release_budget()
@@ -341,6 +371,15 @@ class Connection:
         if session.authenticated:
             self.principal = session.principal
             self.frames.max_size = self.limits.max_frame_bytes
+            logger.debug("%s: %s as %s with %s; session lifetime %d ms", self.peer,
+                         "re-authenticated" if session.reauthentications else "authenticated",
+                         session.principal, session.mechanism, session.session_lifetime_ms)
+
+    async def drain_outbox(self) -> None:
+        """Wait until every response owed has been sent."""
+        while self._outbox or self._sending:
+            self._room = trio.Event()
+            await self._room.wait()
 
     def _fail(self, exc: Exception) -> None:
         if self._failure is None:

@@ -1,9 +1,11 @@
 """SaslHandshake (17) and SaslAuthenticate (36): SASL on SASL_PLAINTEXT / SASL_SSL listeners.
 
-The exchange itself is kwire.secure_listeners.SaslSession with kwire.sasl's
-mechanisms; these handlers only carry its tokens.  On a listener without SASL
-both answer ILLEGAL_SASL_STATE, as Kafka does.  A failed exchange is answered
-with its error and the connection then closes (kwire.server)."""
+The exchange itself is kwire.sasl_session.SaslSession with kwire.sasl's
+mechanisms; these handlers only carry its tokens and answer SaslAuthenticate
+v1+ with the session's lifetime (KIP-368).  On a listener without SASL both
+answer ILLEGAL_SASL_STATE, as Kafka does, and so does an authenticated
+connection not re-authenticating.  A failed exchange is answered with its
+error and the connection then closes (kwire.server)."""
 from __future__ import annotations
 
 import logging
@@ -34,13 +36,12 @@ async def handle_sasl_authenticate(ctx, request):
     if session is None:
         return failed(ErrorCode.ILLEGAL_SASL_STATE, "SASL authentication is not enabled on this listener")
     try:
-        challenge = session.authenticate(request.auth_bytes or b"")
+        challenge = session.authenticate(request.auth_bytes or b"", ctx.broker.clock.now_ms())
     except SaslError as exc:
         log_failure(ctx.peer, exc)
         return failed(exc.code, exc.message)
-    if session.authenticated:
-        logger.debug("%s: authenticated as %s", ctx.peer, session.principal)
-    return {"error_code": 0, "error_message": None, "auth_bytes": challenge, "session_lifetime_ms": 0}
+    lifetime_ms = session.session_lifetime_ms if session.authenticated else 0
+    return {"error_code": 0, "error_message": None, "auth_bytes": challenge, "session_lifetime_ms": lifetime_ms}
 
 
 def failed(code: ErrorCode, message: str) -> dict:
