@@ -50,11 +50,14 @@ class Broker:
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cleaner = CleanerService(config, self.logs, self.clock)
         self.acls = AclService(config, config.log_dirs[0])
-        self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node)
+        self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set
         if config.value_of("zookeeper.connect"):
             from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode
+            from .scram_zk import ZkScramService
             self.cluster = ClusterNode(self)
+            # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
+            self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000)
 
     @property
     def cluster_id(self) -> str:

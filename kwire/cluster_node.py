@@ -109,6 +109,7 @@ class ClusterNode:
         registered and has applied the cluster's state.  Raises BrokerIdInUse."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self.broker.scram.run)     # SCRAM users, before any login
             await self._register()
             await self.reconcile()
             nursery.start_soon(self.replicas.run_isr_maintenance)

@@ -54,7 +54,7 @@ from kwire.sasl import AUTHZID_MISMATCH, SaslServer, decode_saslname, parse_gs2_
 __all__ = [
     "MECHANISMS", "MIN_ITERATIONS", "MAX_ITERATIONS", "DEFAULT_ITERATIONS", "ScramCredential",
     "scram_credential", "scram_credential_from_salted_password", "format_kafka_credential",
-    "parse_kafka_credential", "ScramCredentialStore", "ScramServer",
+    "parse_kafka_credential", "kafka_config_credentials", "ScramCredentialStore", "ScramServer",
 ]
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -64,6 +64,7 @@ DEFAULT_ITERATIONS = 4096
 SALT_BYTES = 32
 JSON_VERSION = 1
 _PRINTABLE = re.compile(r"[\x21-\x2B\x2D-\x7E]+")  # RFC 5802 printable: no ","
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def _hash_name(mechanism: str) -> str:
@@ -149,11 +150,37 @@ def parse_kafka_credential(text: str) -> ScramCredential:
         fields[key] = value
     if set(fields) != {"salt", "stored_key", "server_key", "iterations"}:
         raise ValueError("Credentials not valid")
+    if not _JAVA_INT.fullmatch(fields["iterations"]):       # Integer.parseInt: no spaces, no "_"
+        raise ValueError("Credentials not valid")
     try:
-        return ScramCredential(_unb64(fields["salt"]), _unb64(fields["stored_key"]),
-                               _unb64(fields["server_key"]), int(fields["iterations"]))
+        return ScramCredential(_unb64_java(fields["salt"]), _unb64_java(fields["stored_key"]),
+                               _unb64_java(fields["server_key"]), int(fields["iterations"]))
     except ValueError:
         raise ValueError("Credentials not valid") from None
+
+
+def _unb64_java(text: str) -> bytes:
+    """java.util.Base64's basic decoder, which Kafka reads these strings with: the "="
+    padding may be left out.  Raises ValueError."""
+    return _unb64(text + "=" * (-len(text) % 4) if "=" not in text else text)
+
+
+def kafka_config_credentials(config: Mapping[str, str]) -> tuple[dict[str, ScramCredential], list[str]]:
+    """The SCRAM credentials of a ``/config/users/<user>`` config map, and a message for each
+    SCRAM key that does not hold a storable credential (left out).  Keys that are not SCRAM
+    mechanisms (quotas such as ``producer_byte_rate``) are ignored.  Never raises."""
+    credentials, problems = {}, []
+    for mechanism, text in config.items():
+        if mechanism not in MECHANISMS:
+            continue
+        try:
+            credential = parse_kafka_credential(text)
+            credential.check(mechanism)
+        except ValueError as exc:
+            problems.append(f"{mechanism}: {exc}")
+            continue
+        credentials[mechanism] = credential
+    return credentials, problems
 
 
 class ScramCredentialStore:
@@ -207,12 +234,20 @@ class ScramCredentialStore:
         """Replace ``user``'s credentials with the SCRAM keys of a ``/config/users/<user>``
         config map (other keys, such as quotas, are ignored).  Raises ValueError and then
         changes nothing."""
-        loaded = {m: parse_kafka_credential(v) for m, v in config.items() if m in MECHANISMS}
-        for mechanism, credential in loaded.items():
+        loaded, problems = kafka_config_credentials(config)
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.replace(user, loaded)
+
+    def replace(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
+        """Make ``credentials`` ({mechanism: credential}, possibly empty) all of ``user``'s,
+        in one step (no await: a login sees the old set or the new one).  Raises ValueError
+        for a bad credential and then changes nothing."""
+        for mechanism, credential in credentials.items():
             credential.check(mechanism)
         self._users.pop(user, None)
-        if loaded:
-            self._users[user] = loaded
+        if credentials:
+            self._users[user] = dict(credentials)
 
     def to_json(self) -> str:
         users = {u: {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),

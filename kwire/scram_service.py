@@ -195,7 +195,7 @@ class ScramService:
         return _Plan(to_delete, built, errors)
 
     def _check_deletion(self, d: ScramDeletion) -> tuple[int, str] | None:
-        error = _check_name_and_mechanism(d.user, d.mechanism)
+        error = check_name_and_mechanism(d.user, d.mechanism)
         if error is None and self.store.get(d.user, MECHANISM_TYPES[d.mechanism]) is None:
             error = (int(ErrorCode.RESOURCE_NOT_FOUND), DELETE_MISSING)
         return error
@@ -234,7 +234,7 @@ class ScramService:
             (_TYPE_OF[mechanism], c.iterations) for mechanism, c in creds.items())))
 
 
-def _check_name_and_mechanism(user: str, mechanism: int) -> tuple[int, str] | None:
+def check_name_and_mechanism(user: str, mechanism: int) -> tuple[int, str] | None:
     if not user:
         return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     if mechanism not in MECHANISM_TYPES:
@@ -243,7 +243,7 @@ def _check_name_and_mechanism(user: str, mechanism: int) -> tuple[int, str] | No
 
 
 def _check_upsertion(u: ScramUpsertion) -> tuple[int, str] | None:
-    error = _check_name_and_mechanism(u.user, u.mechanism)
+    error = check_name_and_mechanism(u.user, u.mechanism)
     if error is None and u.iterations < MIN_ITERATIONS:
         error = UNACCEPTABLE_CREDENTIAL, "Too few iterations"
     elif error is None and u.iterations > MAX_ITERATIONS:

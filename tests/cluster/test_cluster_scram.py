@@ -1,0 +1,183 @@
+"""SCRAM users in a cluster live in ZooKeeper (/config/users), as in a ZooKeeper-era Kafka:
+set through any broker, every broker knows them; written by Kafka's own tools straight into
+ZooKeeper, every broker picks them up; nothing half-written is acknowledged when ZooKeeper
+is gone.  Users are managed with ``kwire scram`` and confluent-kafka's AdminClient, read back
+per broker with DescribeUserScramCredentials sent to that broker, and in ZooKeeper with kazoo."""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import time
+
+from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialDeletion, UserScramCredentialUpsertion)
+from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
+from kazoo.client import KazooClient
+
+from kwire.scram import format_kafka_credential, scram_credential
+from kwire.testing_cluster import send_request
+from tests.support.counting import wait_for
+
+SHA256, SHA512 = 1, 2
+RESOURCE_NOT_FOUND, REQUEST_TIMED_OUT = 91, 7
+CREDENTIAL = re.compile(r"salt=[A-Za-z0-9+/]+=*,stored_key=[A-Za-z0-9+/]+=*,server_key=[A-Za-z0-9+/]+=*,"
+                        r"iterations=\d+")
+
+
+def kwire_scram(bootstrap: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "kwire", "scram", "--bootstrap-server", bootstrap,
+                           "--timeout-ms", "15000", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def described(address: str) -> dict[str, dict[int, int]]:
+    """{user: {mechanism: iterations}} as the broker at ``address`` itself answers."""
+    response = send_request(address, DescribeUserScramCredentialsRequest[0](users=None)).to_dict()
+    assert response["error_code"] == 0, response
+    return {r["user"]: {c["mechanism"]: c["iterations"] for c in r["credential_infos"]}
+            for r in response["results"]}
+
+
+def every_broker_describes(cluster, expected: dict, timeout: float = 3.0) -> float:
+    """Wait until every live broker describes exactly ``expected``; the seconds it took."""
+    start = time.monotonic()
+    wait_for(lambda: all(described(b.bootstrap) == expected for b in cluster.brokers.values() if b.alive()),
+             timeout, f"every broker to describe {expected}")
+    return time.monotonic() - start
+
+
+@contextlib.contextmanager
+def zookeeper(cluster):
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        yield zk
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def user_znode(zk, node: str) -> dict:
+    return json.loads(zk.get(f"/config/users/{node}")[0])
+
+
+def notifications(zk) -> list[dict]:
+    return [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in sorted(zk.get_children("/config/changes"))]
+
+
+def alter(bootstrap: str, changes) -> dict:
+    """confluent-kafka's AdminClient.alter_user_scram_credentials; {user: None or the error}."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out = {}
+    for user, future in admin.alter_user_scram_credentials(changes, request_timeout=30).items():
+        try:
+            out[user] = future.result(40)
+        except Exception as exc:        # KafkaException carrying the broker's error
+            out[user] = exc
+    return out
+
+
+def test_users_set_through_one_broker_reach_every_broker_and_zookeeper(cluster):
+    kwire_scram(cluster.broker(1).bootstrap, "set", "--user", "alice", "--iterations", "8192",
+                "--password", "alice-secret")
+    assert alter(cluster.broker(1).bootstrap, [UserScramCredentialUpsertion(
+        "bob smith", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-secret")]) == {"bob smith": None}
+    took = every_broker_describes(cluster, {"alice": {SHA256: 8192}, "bob smith": {SHA512: 4096}})
+    assert took < 2.0
+
+    with zookeeper(cluster) as zk:
+        assert sorted(zk.get_children("/config/users")) == ["alice", "bob%20smith"]
+        alice = user_znode(zk, "alice")
+        assert alice["version"] == 1 and list(alice["config"]) == ["SCRAM-SHA-256"]
+        assert CREDENTIAL.fullmatch(alice["config"]["SCRAM-SHA-256"])
+        assert alice["config"]["SCRAM-SHA-256"].endswith(",iterations=8192")
+        raw = b"".join(zk.get(f"/config/users/{n}")[0] for n in ("alice", "bob%20smith"))
+        assert b"alice-secret" not in raw and b"bob-secret" not in raw
+        assert {"version": 2, "entity_path": "users/bob%20smith"} in notifications(zk)
+
+    kwire_scram(cluster.broker(2).bootstrap, "delete", "--user", "alice", "--mechanism", "SCRAM-SHA-256")
+    every_broker_describes(cluster, {"bob smith": {SHA512: 4096}})
+    with zookeeper(cluster) as zk:
+        assert user_znode(zk, "alice") == {"version": 1, "config": {}}     # kept, as Kafka keeps it
+        assert notifications(zk)[-1] == {"version": 2, "entity_path": "users/alice"}
+    # a deletion of what is not there is refused by whichever broker is asked
+    R = AlterUserScramCredentialsRequest[0]
+    response = send_request(cluster.broker(3).bootstrap, R(
+        deletions=[R.ScramCredentialDeletion(name="alice", mechanism=SHA256)], upsertions=[])).to_dict()
+    assert [(r["user"], r["error_code"]) for r in response["results"]] == [("alice", RESOURCE_NOT_FOUND)]
+
+
+def test_credentials_written_by_kafka_tools_are_picked_up_and_quotas_kept(cluster):
+    """What ``kafka-configs.sh --zookeeper ... --alter --entity-type users`` writes: the user
+    znode (with a quota beside the credential), then a change notification."""
+    credential = format_kafka_credential(scram_credential("SCRAM-SHA-256", "carol-secret", iterations=4096))
+    with zookeeper(cluster) as zk:
+        zk.create("/config/users/carol%40example.com", json.dumps(
+            {"version": 1, "config": {"producer_byte_rate": "1024", "SCRAM-SHA-256": credential}}).encode())
+        zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/carol%40example.com"}',
+                  sequence=True)
+    every_broker_describes(cluster, {"carol@example.com": {SHA256: 4096}})
+
+    assert alter(cluster.broker(3).bootstrap, [UserScramCredentialUpsertion(
+        "carol@example.com", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-512")]) == {
+        "carol@example.com": None}
+    every_broker_describes(cluster, {"carol@example.com": {SHA256: 4096, SHA512: 8192}})
+    assert alter(cluster.broker(2).bootstrap, [UserScramCredentialDeletion(
+        "carol@example.com", ScramMechanism.SCRAM_SHA_256)]) == {"carol@example.com": None}
+    every_broker_describes(cluster, {"carol@example.com": {SHA512: 8192}})
+    with zookeeper(cluster) as zk:
+        config = user_znode(zk, "carol%40example.com")["config"]
+        assert sorted(config) == ["SCRAM-SHA-512", "producer_byte_rate"] and config["producer_byte_rate"] == "1024"
+        # kafka-configs.sh --delete-config SCRAM-SHA-512: the broker forgets the user
+        zk.set("/config/users/carol%40example.com", b'{"version":1,"config":{"producer_byte_rate":"1024"}}')
+        zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/carol%40example.com"}',
+                  sequence=True)
+    every_broker_describes(cluster, {})
+
+
+def test_users_survive_restarts_and_a_broker_that_was_down_loads_them(cluster):
+    kwire_scram(cluster.broker(1).bootstrap, "set", "--user", "dave", "--password", "dave-secret")
+    cluster.stop(3)
+    kwire_scram(cluster.broker(2).bootstrap, "set", "--user", "erin", "--mechanism", "SCRAM-SHA-512",
+                "--password", "erin-secret")
+    cluster.start_broker(3)
+    # loaded before it answers anything: no waiting
+    assert described(cluster.broker(3).bootstrap) == {"dave": {SHA256: 4096}, "erin": {SHA512: 4096}}
+    for i in (1, 2, 3):
+        cluster.stop(i)
+    cluster.start()
+    for b in cluster.brokers.values():
+        assert described(b.bootstrap) == {"dave": {SHA256: 4096}, "erin": {SHA512: 4096}}
+        assert not any(name.startswith("__kwire_scram") for name in _files(b.data_dir))
+
+
+def _files(data_dir: str) -> list[str]:
+    import os
+    return [f for _root, _dirs, files in os.walk(data_dir) for f in files]
+
+
+def test_without_zookeeper_an_alteration_fails_per_user_and_changes_nothing(cluster):
+    kwire_scram(cluster.broker(1).bootstrap, "set", "--user", "frank", "--password", "frank-secret")
+    every_broker_describes(cluster, {"frank": {SHA256: 4096}})
+    cluster.zookeeper.stop()
+    try:
+        start = time.monotonic()
+        results = alter(cluster.broker(1).bootstrap, [
+            UserScramCredentialUpsertion("grace", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"g"),
+            UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_256)])
+        assert time.monotonic() - start < 10
+        assert set(results) == {"grace", "frank"}
+        assert all(r is not None and "REQUEST_TIMED_OUT" in str(r) for r in results.values()), results
+        # nothing applied anywhere: logins go on with what ZooKeeper last held
+        for b in cluster.brokers.values():
+            assert described(b.bootstrap) == {"frank": {SHA256: 4096}}
+    finally:
+        cluster.zookeeper.start()
+    wait_for(lambda: alter(cluster.broker(1).bootstrap, [UserScramCredentialUpsertion(
+        "grace", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"g")]) == {"grace": None},
+        30, "an alteration accepted once ZooKeeper is back")
+    every_broker_describes(cluster, {"frank": {SHA256: 4096}, "grace": {SHA256: 4096}})
