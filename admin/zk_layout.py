@@ -5,8 +5,12 @@ sees the tree Kafka writes (facts from Kafka's ``kafka.zk.ZkData``).  Data is
 UTF-8 JSON, compact as Kafka's Jackson writes it (key order is irrelevant):
 
 /brokers/ids/<id>  (ephemeral)
-    {"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://h:9092"],
-     "jmx_port":-1,"features":{},"host":"h","timestamp":"<ms>","port":9092,"version":5[,"rack":"r1"]}
+    {"listener_security_protocol_map":{"CLIENT":"SASL_SSL","PLAINTEXT":"PLAINTEXT"},
+     "endpoints":["CLIENT://h:9093","PLAINTEXT://h:9092"],"jmx_port":-1,"features":{},
+     "host":"h","timestamp":"<ms>","port":9092,"version":5[,"rack":"r1"]}
+    every advertised listener, in order; host/port are the first PLAINTEXT-protocol endpoint's,
+    null/-1 when there is none (older clients cannot connect then).  Version 1 has host/port
+    only; versions 2-3 have endpoints named by their protocol; version 4 adds the map.
 /brokers/topics/<t>
     {"version":3,"partitions":{"0":[1,2,3]},"adding_replicas":{},"removing_replicas":{},"topic_id":"<id>"}
     (version 2: no topic_id, Kafka 2.4-2.7; version 1: partitions only)
@@ -147,23 +151,66 @@ def _int_list(value: Any, what: str) -> tuple[int, ...]:
 
 
 # -- /brokers/ids/<id> ---------------------------------------------------------------------------
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+class BrokerEndpoint(NamedTuple):
+    """One registered listener: ``listener://host:port`` and its security protocol."""
+    listener: str
+    host: str
+    port: int
+    protocol: str = "PLAINTEXT"
+
+    def connection_string(self) -> str:
+        # Kafka's Utils.formatAddress brackets IPv6 literals
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
 @dataclasses.dataclass(frozen=True)
 class BrokerInfo:
-    """A broker's registration. ``broker_id`` is the znode's name, not part of the JSON."""
+    """A broker's registration. ``broker_id`` is the znode's name, not part of the JSON.
+
+    ``endpoints`` are all its advertised listeners, in order (one PLAINTEXT listener at
+    ``host:port`` when not given).  ``host``/``port`` are the address of its first
+    PLAINTEXT-protocol endpoint, else of its first endpoint: what a caller that knows no
+    listener name reaches it by.  ``BrokerInfo.of`` builds one from endpoints."""
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     timestamp_ms: int = 0
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            object.__setattr__(self, "endpoints", (BrokerEndpoint("PLAINTEXT", self.host, self.port),))
+
+    @classmethod
+    def of(cls, broker_id: int, endpoints: Iterable[BrokerEndpoint], rack: str | None = None,
+           timestamp_ms: int = 0) -> "BrokerInfo":
+        """Raises ValueError without endpoints."""
+        endpoints = tuple(endpoints)
+        if not endpoints:
+            raise ValueError("a broker registers at least one endpoint")
+        first = _plaintext(endpoints) or endpoints[0]
+        return cls(broker_id, first.host, first.port, rack, timestamp_ms, endpoints)
+
+    def endpoint(self, listener: str) -> BrokerEndpoint | None:
+        """The endpoint of ``listener`` (a listener name), None when the broker has none."""
+        for ep in self.endpoints:
+            if ep.listener == listener:
+                return ep
+        return None
 
 
-def _format_endpoint(host: str, port: int) -> str:
-    # Kafka's Utils.formatAddress brackets IPv6 literals
-    return f"PLAINTEXT://[{host}]:{port}" if ":" in host else f"PLAINTEXT://{host}:{port}"
+def _plaintext(endpoints: Iterable[BrokerEndpoint]) -> BrokerEndpoint | None:
+    return next((ep for ep in endpoints if ep.protocol == "PLAINTEXT"), None)
 
 
-def _parse_endpoint(endpoint: Any, what: str) -> tuple[str, str, int]:
-    """(listener, host, port) of ``LISTENER://host:port``."""
+def _parse_endpoint(endpoint: Any, protocols: dict[str, str] | None, what: str) -> BrokerEndpoint:
+    """``LISTENER://host:port`` with its protocol from ``protocols`` (versions 4-5), or named by
+    it (versions 2-3, whose listener names are protocol names), as Kafka's EndPoint reads it."""
     if not isinstance(endpoint, str) or "://" not in endpoint:
         raise ZnodeFormatError(f"{what}: bad endpoint {endpoint!r}")
     listener, rest = endpoint.split("://", 1)
@@ -172,19 +219,24 @@ def _parse_endpoint(endpoint: Any, what: str) -> tuple[str, str, int]:
         raise ZnodeFormatError(f"{what}: bad endpoint {endpoint!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    return listener, host, int(port)
+    protocol = protocols.get(listener) if protocols is not None else listener
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ZnodeFormatError(f"{what}: no security protocol for listener {listener!r} "
+                               f"(listener_security_protocol_map: {protocols})")
+    return BrokerEndpoint(listener, host, int(port), protocol)
 
 
 def encode_broker(info: BrokerInfo) -> bytes:
-    """Kafka's version 5 broker registration, one PLAINTEXT listener."""
+    """Kafka's version 5 broker registration: every endpoint and its protocol."""
+    plaintext = _plaintext(info.endpoints)
     obj: dict[str, Any] = {
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "endpoints": [_format_endpoint(info.host, info.port)],
+        "listener_security_protocol_map": {ep.listener: ep.protocol for ep in info.endpoints},
+        "endpoints": [ep.connection_string() for ep in info.endpoints],
         "jmx_port": -1,
         "features": {},
-        "host": info.host,
+        "host": plaintext.host if plaintext else None,
         "timestamp": str(info.timestamp_ms),
-        "port": info.port,
+        "port": plaintext.port if plaintext else -1,
         "version": 5,
     }
     if info.rack is not None:
@@ -195,34 +247,31 @@ def encode_broker(info: BrokerInfo) -> bytes:
 def decode_broker(data: bytes, broker_id: int = -1) -> BrokerInfo:
     """A broker registration of any version 1..5 (``broker_id`` comes from the znode name).
 
-    Host and port are those of the first PLAINTEXT endpoint (mapped through
-    listener_security_protocol_map), else the first endpoint, else the top-level
-    host/port that version 1 has.  Raises ZnodeFormatError.
-    """
+    Version 1 is one PLAINTEXT endpoint at its top-level host/port; later versions list
+    their endpoints (protocols from listener_security_protocol_map, from version 4).
+    Raises ZnodeFormatError."""
     what = f"broker {broker_id} registration"
     obj = _load(data, what)
     version = _int(obj, "version", what)
     if version < 1:
         raise ZnodeFormatError(f"{what}: unsupported version {version}")
-    endpoints = obj.get("endpoints") if version >= 2 else None
-    if endpoints:
-        if not isinstance(endpoints, list):
-            raise ZnodeFormatError(f"{what}: endpoints is not a list")
-        protocols = obj.get("listener_security_protocol_map") or {}
-        if not isinstance(protocols, dict):
-            raise ZnodeFormatError(f"{what}: listener_security_protocol_map is not an object")
-        parsed = [_parse_endpoint(e, what) for e in endpoints]
-        plaintext = [p for p in parsed if protocols.get(p[0], p[0]) == "PLAINTEXT"]
-        _, host, port = (plaintext or parsed)[0]
-    else:
-        host, port = obj.get("host"), _int(obj, "port", what)
-        if not isinstance(host, str):
-            raise ZnodeFormatError(f"{what}: host is not a string: {host!r}")
     rack = obj.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise ZnodeFormatError(f"{what}: rack is not a string: {rack!r}")
     timestamp = _int(obj, "timestamp", what, as_text=True) if "timestamp" in obj else 0
-    return BrokerInfo(broker_id, host, port, rack, timestamp)
+    if version == 1:
+        host, port = obj.get("host"), _int(obj, "port", what)
+        if not isinstance(host, str):
+            raise ZnodeFormatError(f"{what}: host is not a string: {host!r}")
+        return BrokerInfo(broker_id, host, port, rack, timestamp)
+    endpoints = obj.get("endpoints")
+    if not isinstance(endpoints, list) or not endpoints:
+        raise ZnodeFormatError(f"{what}: endpoints is not a list of endpoints: {endpoints!r}")
+    protocols = obj.get("listener_security_protocol_map")
+    if protocols is not None and not (isinstance(protocols, dict)
+                                      and all(isinstance(v, str) for v in protocols.values())):
+        raise ZnodeFormatError(f"{what}: listener_security_protocol_map is not an object of names")
+    return BrokerInfo.of(broker_id, [_parse_endpoint(e, protocols, what) for e in endpoints], rack, timestamp)
 
 
 # -- /brokers/topics/<t> -------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from kwire.admin import zk_layout as z
-from kwire.admin.zk_layout import BrokerInfo, PartitionState, ZnodeFormatError
+from kwire.admin.zk_layout import BrokerEndpoint, BrokerInfo, PartitionState, ZnodeFormatError
 
 
 def test_paths_are_kafkas():
@@ -49,7 +49,55 @@ def test_broker_prefers_plaintext_listener_through_protocol_map():
     data = json.dumps({"version": 4, "host": "", "port": -1, "jmx_port": 9999, "timestamp": "1",
                        "endpoints": ["SECURE://h:9093", "CLIENT://h:9092"], "rack": "dc1",
                        "listener_security_protocol_map": {"SECURE": "SSL", "CLIENT": "PLAINTEXT"}}).encode()
-    assert z.decode_broker(data, 2) == BrokerInfo(2, "h", 9092, "dc1", 1)
+    info = z.decode_broker(data, 2)
+    assert (info.host, info.port, info.rack, info.timestamp_ms) == ("h", 9092, "dc1", 1)
+    assert info.endpoints == (BrokerEndpoint("SECURE", "h", 9093, "SSL"), BrokerEndpoint("CLIENT", "h", 9092))
+
+
+# Kafka 2.8's KafkaZkClient.registerBroker for listeners=CLIENT://...,INTERNAL://... without a
+# PLAINTEXT-protocol listener: no default host for old clients, so host null and port -1
+KAFKA_BROKER_V5_SECURE = (b'{"listener_security_protocol_map":{"CLIENT":"SASL_SSL","INTERNAL":"SSL"},'
+                          b'"endpoints":["CLIENT://b1.example:9093","INTERNAL://10.0.0.1:9094"],"jmx_port":-1,'
+                          b'"features":{},"host":null,"timestamp":"1700000000000","port":-1,"version":5,'
+                          b'"rack":"r1"}')
+SECURE_ENDPOINTS = (BrokerEndpoint("CLIENT", "b1.example", 9093, "SASL_SSL"),
+                    BrokerEndpoint("INTERNAL", "10.0.0.1", 9094, "SSL"))
+
+
+def test_broker_with_only_secured_listeners_encodes_null_host_and_port_minus_one():
+    info = BrokerInfo.of(1, SECURE_ENDPOINTS, "r1", 1700000000000)
+    assert json.loads(z.encode_broker(info)) == json.loads(KAFKA_BROKER_V5_SECURE)
+    assert z.decode_broker(KAFKA_BROKER_V5_SECURE, 1) == info
+    # with no PLAINTEXT endpoint, the address used without a listener name is the first one
+    assert (info.host, info.port) == ("b1.example", 9093)
+
+
+def test_broker_every_listener_is_reachable_by_name():
+    endpoints = (*SECURE_ENDPOINTS, BrokerEndpoint("PLAIN", "::1", 9092, "PLAINTEXT"))
+    info = z.decode_broker(z.encode_broker(BrokerInfo.of(3, endpoints)), 3)
+    assert info.endpoint("INTERNAL") == ("INTERNAL", "10.0.0.1", 9094, "SSL")
+    assert info.endpoint("PLAIN") == ("PLAIN", "::1", 9092, "PLAINTEXT")
+    assert info.endpoint("EXTERNAL") is None
+    got = json.loads(z.encode_broker(info))
+    assert (got["host"], got["port"]) == ("::1", 9092)      # the PLAINTEXT-protocol endpoint's
+    assert got["endpoints"][2] == "PLAIN://[::1]:9092"
+    assert got["listener_security_protocol_map"] == {"CLIENT": "SASL_SSL", "INTERNAL": "SSL", "PLAIN": "PLAINTEXT"}
+
+
+def test_broker_v2_endpoints_are_named_by_their_protocol():
+    data = b'{"version":2,"host":"h","port":9092,"jmx_port":-1,"timestamp":"5",' \
+           b'"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"]}'
+    assert z.decode_broker(data, 4).endpoints == (BrokerEndpoint("PLAINTEXT", "h", 9092),
+                                                  BrokerEndpoint("SSL", "h", 9093, "SSL"))
+
+
+def test_broker_listener_without_a_protocol_is_a_format_error():
+    # Kafka's EndPoint.createEndPoint fails the same way
+    data = b'{"version":4,"endpoints":["CLIENT://h:1"],"listener_security_protocol_map":{"OTHER":"SSL"}}'
+    with pytest.raises(ZnodeFormatError, match="CLIENT"):
+        z.decode_broker(data, 1)
+    with pytest.raises(ZnodeFormatError, match="CLIENT"):
+        z.decode_broker(b'{"version":3,"endpoints":["CLIENT://h:1"]}', 1)
 
 
 def test_broker_v1_uses_top_level_host_and_port():
