@@ -325,8 +325,9 @@ class ZkScramService(ScramService):
             self.znodes.client.remove_listener(self._session_threadsafe)
 
     async def _refresh(self) -> None:
-        """Wait for a change and apply it; after a failure, read everything again until
-        that succeeds."""
+        """Wait for a change and apply it; after a failure, read everything again until that
+        succeeds: at once when the connection comes back, else after a growing pause."""
+        pause = 0.5
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
@@ -338,10 +339,16 @@ class ZkScramService(ScramService):
                         await self._follow_changes()
                 break
             except (ZooKeeperUnavailable, KazooException, KazooTimeoutError) as exc:
-                logger.warning("SCRAM credentials not refreshed from ZooKeeper: %s; retrying", exc)
                 self._reload = True
+                if not self.znodes.client.connected:     # the session listener wakes us
+                    logger.warning("SCRAM credentials not refreshed: %s; reading them again once "
+                                   "ZooKeeper is back", exc)
+                    continue
+                logger.warning("SCRAM credentials not refreshed from ZooKeeper: %s; retrying in %.1f s",
+                               exc, pause)
+                await trio.sleep(pause)
+                pause = min(pause * 2, 5.0)
                 self._dirty.set()
-                await trio.sleep(0.5)
         event, self.changed = self.changed, trio.Event()
         event.set()
 

@@ -6,7 +6,9 @@ per broker with DescribeUserScramCredentials sent to that broker, and in ZooKeep
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -156,7 +158,6 @@ def test_users_survive_restarts_and_a_broker_that_was_down_loads_them(cluster):
 
 
 def _files(data_dir: str) -> list[str]:
-    import os
     return [f for _root, _dirs, files in os.walk(data_dir) for f in files]
 
 
@@ -181,3 +182,42 @@ def test_without_zookeeper_an_alteration_fails_per_user_and_changes_nothing(clus
         "grace", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"g")]) == {"grace": None},
         30, "an alteration accepted once ZooKeeper is back")
     every_broker_describes(cluster, {"frank": {SHA256: 4096}, "grace": {SHA256: 4096}})
+
+
+def alter_directly(address: str, upsert: dict[str, bytes] | None = None, delete: tuple[str, ...] = (),
+                   timeout: float = 20) -> tuple[list, float]:
+    """AlterUserScramCredentials sent to the broker at ``address`` itself (SCRAM-SHA-256
+    upsertions of {user: password}, salted as a client salts them, and deletions):
+    ([(user, error_code)], seconds to the answer).  A client's admin API would send it to
+    any broker of the cluster, the isolated one included."""
+    R = AlterUserScramCredentialsRequest[0]
+    upsertions = []
+    for user, password in (upsert or {}).items():
+        salt = os.urandom(32)
+        upsertions.append(R.ScramCredentialUpsertion(name=user, mechanism=SHA256, iterations=4096, salt=salt,
+                                                     salted_password=hashlib.pbkdf2_hmac("sha256", password,
+                                                                                         salt, 4096)))
+    request = R(deletions=[R.ScramCredentialDeletion(name=u, mechanism=SHA256) for u in delete],
+                upsertions=upsertions)
+    start = time.monotonic()
+    response = send_request(address, request, timeout).to_dict()
+    return [(r["user"], r["error_code"]) for r in response["results"]], time.monotonic() - start
+
+
+def test_a_broker_cut_off_from_zookeeper_catches_up_after_the_heal(isolatable_cluster):
+    cluster = isolatable_cluster
+    address = {i: b.bootstrap for i, b in cluster.brokers.items()}      # not behind the proxies
+    assert alter_directly(address[1], {"ivy": b"ivy-secret"})[0] == [("ivy", 0)]
+    every_broker_describes(cluster, {"ivy": {SHA256: 4096}})
+    cluster.isolate(3)
+    cut_at = time.monotonic()
+    try:
+        # broker 3 cannot reach ZooKeeper: an answer within zookeeper.session.timeout.ms (6 s), not a hang
+        results, took = alter_directly(address[3], {"judy": b"judy-secret"})
+        assert results == [("judy", REQUEST_TIMED_OUT)] and took < 10
+        assert alter_directly(address[1], {"henry": b"henry-secret"})[0] == [("henry", 0)]
+        assert alter_directly(address[2], delete=("ivy",))[0] == [("ivy", 0)]
+        time.sleep(max(0.0, cut_at + 10 - time.monotonic()))       # broker 3's session expires
+    finally:
+        cluster.heal()
+    every_broker_describes(cluster, {"henry": {SHA256: 4096}}, timeout=30)
