@@ -26,7 +26,6 @@ from .security_config import SECURITY_KEYS, SERVED_PROTOCOLS, is_listener_overri
 
 
 T = ConfigType
-_SINGLE_NODE = "kwire is a single node without replication"
 _KRAFT = "kwire is a single combined node; there is no controller quorum"
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
@@ -42,9 +41,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "127.0.0.1 (kwire; Kafka advertises the canonical host name)."),
     ConfigKey("listener.security.protocol.map", T.STRING,
               "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-              "Map between listener names and security protocols (kwire serves PLAINTEXT and SSL)."),
-    ConfigKey("inter.broker.listener.name", T.STRING, None, "Listener used between brokers.",
-              ignored=_SINGLE_NODE),
+              "Map between listener names and security protocols (kwire serves all four)."),
+    ConfigKey("inter.broker.listener.name", T.STRING, None,
+              "Listener brokers use to reach each other (cluster mode); set this or "
+              "security.inter.broker.protocol, not both. By default the listener named after "
+              "security.inter.broker.protocol."),
     ConfigKey("process.roles", T.LIST, (), "The roles this process plays: broker, controller.", ignored=_KRAFT),
     ConfigKey("controller.listener.names", T.LIST, (),
               "Listener names used by the controller; kwire does not bind these listeners.", ignored=_KRAFT),
@@ -322,10 +323,6 @@ def _resolve_listeners(values: Mapping[str, Any], notes: list[str]
             raise invalid("listeners", values["listeners"],
                           f"listener {listener.name} uses {protocol}; kwire serves "
                           f"{', '.join(SERVED_PROTOCOLS)} listeners")
-        if protocol != "PLAINTEXT" and values["zookeeper.connect"]:
-            raise invalid("listeners", values["listeners"],
-                          f"listener {listener.name} uses {protocol}; in cluster mode (zookeeper.connect) "
-                          "kwire serves PLAINTEXT listeners only, for now")
         bound.append(dataclasses.replace(listener, protocol=protocol))
     if not bound:
         raise invalid("listeners", values["listeners"], "at least one listener is required")
@@ -352,6 +349,62 @@ def _resolve_listeners(values: Mapping[str, Any], notes: list[str]
     return tuple(bound), tuple(advertised)
 
 
+# kwire: the mechanisms a broker logs in to another broker with (Kafka's default is GSSAPI)
+INTER_BROKER_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _inter_broker_listener(values: Mapping[str, Any], originals: Mapping[str, str],
+                           advertised: tuple[Listener, ...], notes: list[str]) -> str:
+    """The name of the listener brokers reach each other through, by Kafka's rules
+    (KafkaConfig.interBrokerListenerNameAndSecurityProtocol and validateValues): at most one of
+    inter.broker.listener.name and security.inter.broker.protocol is set; without the name it is
+    the listener named after the protocol (PLAINTEXT by default).  In cluster mode it must be
+    advertised, and a SASL one must use a mechanism kwire can log in with, enabled on it.
+    Raises ConfigError naming the key."""
+    name = values["inter.broker.listener.name"]
+    if name is not None and "security.inter.broker.protocol" in originals:
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                          "should be set.")
+    key = "inter.broker.listener.name" if name is not None else "security.inter.broker.protocol"
+    if name is not None:
+        name = name.strip().upper()
+        if name not in _security_protocol_map(values["listener.security.protocol.map"]):
+            raise invalid(key, name, f"Listener with name {name} defined in inter.broker.listener.name "
+                          "not found in listener.security.protocol.map.")
+    else:
+        name = values["security.inter.broker.protocol"].strip().upper()
+    if not values["zookeeper.connect"]:
+        if key in originals:
+            notes.append(f"{key}={originals[key].strip()} is accepted but ignored: a single node has no peers")
+        return name
+    names = [listener.name for listener in advertised]
+    if name not in names:
+        default = "" if key == "inter.broker.listener.name" else \
+            f" (without inter.broker.listener.name, the listener named {name} is used)"
+        raise invalid(key, name, f"inter.broker.listener.name must be a listener name defined in "
+                      f"advertised.listeners{default}. The valid options based on currently configured "
+                      f"listeners are {','.join(names)}")
+    if next(listener for listener in advertised if listener.name == name).protocol.startswith("SASL_"):
+        _check_inter_broker_mechanism(values, originals, name)
+    return name
+
+
+def _check_inter_broker_mechanism(values: Mapping[str, Any], originals: Mapping[str, str], listener: str) -> None:
+    mechanism = (values["sasl.mechanism.inter.broker.protocol"] or "").strip()
+    if mechanism not in INTER_BROKER_SASL_MECHANISMS:
+        raise invalid("sasl.mechanism.inter.broker.protocol", mechanism,
+                      f"kwire brokers log in to each other (over the SASL listener {listener}) with "
+                      f"{', '.join(INTER_BROKER_SASL_MECHANISMS)} only; GSSAPI is Kafka's default: set "
+                      "sasl.mechanism.inter.broker.protocol to one of them")
+    own = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+    enabled = split_list(originals[own]) if own in originals else list(values["sasl.enabled.mechanisms"])
+    if mechanism not in enabled:
+        raise invalid("sasl.mechanism.inter.broker.protocol", mechanism,
+                      f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                      f"when SASL is used for inter-broker communication (listener {listener} enables "
+                      f"{', '.join(enabled) or 'none'})")
+
+
 # -- the resolved configuration --------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -369,6 +422,7 @@ class BrokerConfig:
     cluster_id: str | None = None
     listeners: tuple[Listener, ...] = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
     advertised_listeners: tuple[Listener, ...] = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    inter_broker_listener_name: str = "PLAINTEXT"
     log_dirs: tuple[str, ...] = ("./kwire-data",)
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -462,11 +516,13 @@ def broker_config_from_properties(props: Mapping[str, str],
         if name not in BROKER_KEYS and not is_listener_override(name):
             warnings.append(f"unknown configuration {name!r} was supplied but is not a known config; ignored")
     listeners, advertised = _resolve_listeners(values, notes)
+    inter_broker = _inter_broker_listener(values, originals, advertised, notes)
     return BrokerConfig(
         node_id=_node_id(values),
         cluster_id=values["cluster.id"] or None,
         listeners=listeners,
         advertised_listeners=advertised,
+        inter_broker_listener_name=inter_broker,
         log_dirs=_log_dirs(values),
         log_roll_ms=_resolve_ms(values, ("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)),
         log_retention_ms=_retention_ms(values),

@@ -9,8 +9,9 @@ listener override any ``ssl.*`` or ``sasl.*`` key with
 ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``, then
 ``listener.name.<listener>.connections.max.reauth.ms``, then the broker-wide key.
 
-Security protocols: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL are served; in cluster
-mode only PLAINTEXT for now.
+Security protocols: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL are served, in cluster
+mode too; brokers reach each other through the inter-broker listener
+(``broker_config.BrokerConfig.inter_broker_listener_name``, kwire.peer_security).
 """
 from __future__ import annotations
 

@@ -248,7 +248,9 @@ def test_custom_listener_name_via_protocol_map():
     ("listeners=localhost:9092", "NAME://host:port"),
     ("listeners=PLAINTEXT://:99999", "65535"),
     ("listeners=KERBEROS://:9093\nlistener.security.protocol.map=KERBEROS:GSSAPI", "serves PLAINTEXT, SSL"),
-    ("listeners=SSL://127.0.0.1:9093\nzookeeper.connect=127.0.0.1:2181", "cluster mode"),
+    # a cluster reaches its brokers through the listener named PLAINTEXT by default
+    ("listeners=SSL://127.0.0.1:9093\nzookeeper.connect=127.0.0.1:2181",
+     "must be a listener name defined in advertised.listeners"),
     ("listeners=CLIENT://:9093", "security protocol"),
     ("listeners=PLAINTEXT://:1,PLAINTEXT://:2", "repeats"),
     ("listeners=PLAINTEXT://0.0.0.0:9092", "0.0.0.0"),
