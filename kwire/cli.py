@@ -13,6 +13,7 @@ from kwire.admin.broker_config import ConfigError, load_broker_config, parse_ove
 
 from .allocator import tune_for_broker
 from .broker import Broker
+from .peer_security import PeerConnector
 from .secure_listeners import listener_context
 from .server import serve
 
@@ -75,6 +76,8 @@ def main(argv=None) -> int:
         for listener in config.listeners:
             listener_context(config, listener)
         AuthorizerConfig.from_values(config.values)
+        if config.value_of("zookeeper.connect"):      # how this broker reaches the others
+            PeerConnector.from_config(config)
     except ConfigError as exc:
         print(f"kwire: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -32,7 +32,8 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from . import blocking
 from .fetcher import ReplicaFetcher
 from .replication import ReplicaManager
-from .zk import CONTROLLED_SHUTDOWN, BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable  # noqa: F401
+from .zk import (CONTROLLED_SHUTDOWN, BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable,  # noqa: F401
+                 post_to_trio)
 
 logger = logging.getLogger("kwire.cluster")
 PRODUCER_ID_BLOCK_SIZE = 1000      # Kafka's ProducerIdsBlock size
@@ -73,11 +74,7 @@ class ClusterNode:
         self._post(lambda: self._on_session(state))
 
     def _post(self, fn) -> None:
-        try:
-            if self._token is not None:
-                self._token.run_sync_soon(fn)
-        except trio.RunFinishedError:
-            pass
+        post_to_trio(self._token, fn)
 
     def _on_session(self, state: str) -> None:
         logger.info("ZooKeeper session %s", state)

@@ -7,10 +7,13 @@ hand.  Framing on the wire::
     request   int32 size | request header (v1, or v2 when flexible) | body
     response  int32 size | int32 correlation_id | [tagged fields when flexible] | body
 
-One request in flight at a time, as Kafka's replica fetcher does.
+One request in flight at a time, as Kafka's replica fetcher does.  This is the
+PLAINTEXT connection; kwire.peer_security adds TLS and SASL on top of it for the
+other inter-broker protocols.
 """
 from __future__ import annotations
 
+import logging
 import struct
 from types import SimpleNamespace
 
@@ -34,7 +37,15 @@ def _namespaces(value):
 
 
 class PeerError(Exception):
-    """The peer closed the connection, answered garbage, or did not answer in time."""
+    """The peer closed the connection, answered garbage, or did not answer in time.
+
+    ``log_level`` is how loud a caller that retries should log it: INFO for what a restart
+    of the peer explains, WARNING for what only the configuration can mend (a refused
+    certificate or login)."""
+
+    def __init__(self, message: str, log_level: int = logging.INFO):
+        super().__init__(message)
+        self.log_level = log_level
 
 
 class PeerConnection:
