@@ -590,10 +590,11 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
         return
     broker.connections += 1
     conn = None
+    peer = peer_name(stream)      # now: once the client has gone, the socket no longer says
     try:
         if getattr(stream, "socket", None) is not None:   # in-memory test streams have no options
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        secured = await secure(stream, listener, peer_name(stream))
+        secured = await secure(stream, listener, peer)
         if secured is None:
             return
         conn = Connection(broker, secured[0], limits, listener, secured[1])
@@ -601,16 +602,16 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
         await conn.serve()
     except CloseConnection as exc:
         logger.log(logging.DEBUG if exc.quiet else logging.INFO, "%s: closing connection: %s",
-                   peer_name(stream), exc)
+                   peer, exc)
     except CorruptFrame as exc:
-        logger.info("%s: closing connection: %s", peer_name(stream), exc)
+        logger.info("%s: closing connection: %s", peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except OSError as exc:
         if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
-            logger.exception("%s: connection failed", peer_name(stream))
+            logger.exception("%s: connection failed", peer)
     except Exception:
-        logger.exception("%s: connection failed", peer_name(stream))
+        logger.exception("%s: connection failed", peer)
     finally:
         if conn is not None:
             conn.release_budget()
