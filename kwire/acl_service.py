@@ -4,9 +4,8 @@ Single node: the bindings live in ``__kwire_acls.json`` in the first log
 dir (kwire.admin.acl_formats), replaced atomically (temp file, fsync,
 rename, directory fsync) in a worker thread before a CreateAcls or
 DeleteAcls is answered, so an acknowledged change survives a crash and a
-failed write changes nothing.  ACLs in cluster mode (ZooKeeper's
-``/kafka-acl``) are not wired in yet: a cluster broker keeps them in its own
-file.
+failed write changes nothing.  A cluster broker (``zookeeper.connect``) keeps
+no file: its ACLs are in ZooKeeper, in Kafka's layout (kwire.acl_zk).
 
 Authorization is on with ``authorizer.class.name`` set to one of Kafka's ACL
 authorizers; off, every request is allowed and the ACL APIs answer

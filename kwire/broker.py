@@ -53,9 +53,11 @@ class Broker:
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set
         if config.value_of("zookeeper.connect"):
+            from .acl_zk import ZkAclService
             from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode
             from .scram_zk import ZkScramService
             self.cluster = ClusterNode(self)
+            self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
             # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
             self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000)
 
