@@ -15,6 +15,12 @@ watch reports makes the node read the whole cluster state again
 
 ZooKeeper calls run in worker threads; ZooKeeper's callbacks reach Trio
 through ``trio_token.run_sync_soon`` and set one event (``_dirty``).
+
+The broker registers every advertised listener in ``/brokers/ids/<id>``; brokers
+reach each other through the endpoint of the inter-broker listener
+(``inter.broker.listener.name``) that the other registered, with that
+listener's TLS and SASL (kwire.peer_security): ``open_peer`` is the one way the
+fetchers and the transaction coordinator connect to another broker.
 """
 from __future__ import annotations
 
@@ -31,6 +37,8 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from . import blocking
 from .fetcher import ReplicaFetcher
+from .peer import PeerConnection, PeerError
+from .peer_security import PeerConnector
 from .replication import ReplicaManager
 from .zk import (CONTROLLED_SHUTDOWN, BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable,  # noqa: F401
                  post_to_trio)
@@ -54,6 +62,7 @@ class ClusterNode:
                                   self._changed_threadsafe, self._session_threadsafe)
         self.replicas = ReplicaManager(self.node_id, config, broker.clock, broker.notify_appended,
                                        broker.notify_committed, self._write_isr)
+        self.peers = PeerConnector.from_config(config)     # ConfigError: a bad store or login
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.snapshot = None
         self.controller: Controller | None = None
@@ -106,7 +115,6 @@ class ClusterNode:
         registered and has applied the cluster's state.  Raises BrokerIdInUse."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await nursery.start(self.broker.acls.run)      # every ACL loaded before this broker serves
             await nursery.start(self.broker.scram.run)     # SCRAM users, before any login
             await self._register()
             await self.reconcile()
@@ -125,10 +133,17 @@ class ClusterNode:
                     await trio.sleep(0.5)
                     self._dirty.set()
 
+    def registration(self) -> layout.BrokerInfo:
+        """This broker's /brokers/ids entry: every advertised listener, at its bound address
+        (``broker.endpoints``, filled when the listeners were bound)."""
+        endpoints = [layout.BrokerEndpoint(listener.name, ep.host, ep.port, listener.protocol)
+                     for listener in self.broker.config.advertised_listeners
+                     if (ep := self.broker.endpoints.get(listener.name)) is not None]
+        return layout.BrokerInfo.of(self.node_id, endpoints, self.broker.config.value_of("broker.rack"),
+                                    self.broker.clock.now_ms())
+
     async def _register(self) -> None:
-        ep = self.broker.advertised
-        info = layout.BrokerInfo(self.node_id, ep.host, ep.port, self.broker.config.value_of("broker.rack"),
-                                 self.broker.clock.now_ms())
+        info = self.registration()
         session_s = self.broker.config.value_of("zookeeper.session.timeout.ms") / 1000
         deadline = trio.current_time() + session_s + 2
         while True:
@@ -138,13 +153,14 @@ class ClusterNode:
             except BrokerIdInUse as exc:
                 # Our own endpoint: this broker's previous process (killed) whose session has
                 # not expired yet; wait for ZooKeeper to remove it.  Anything else: refuse.
-                if exc.endpoint != (ep.host, ep.port) or trio.current_time() > deadline:
+                if exc.endpoint != (info.host, info.port) or trio.current_time() > deadline:
                     raise
                 logger.warning("%s (an earlier run of this broker?); waiting up to %.0f s for its "
                                "ZooKeeper session to expire", exc, session_s)
                 await trio.sleep(0.5)
         self._reregister = False
-        logger.info("registered broker %d at %s:%d in ZooKeeper", self.node_id, ep.host, ep.port)
+        logger.info("registered broker %d in ZooKeeper at %s", self.node_id,
+                    ", ".join(ep.connection_string() for ep in info.endpoints))
 
     def close(self) -> None:
         self.zk.stop()
@@ -246,7 +262,7 @@ class ClusterNode:
         fetcher = self.fetchers.get(state.leader)
         if fetcher is None:
             fetcher = self.fetchers[state.leader] = ReplicaFetcher(
-                self.node_id, state.leader, self.endpoint, self.broker.config, self.broker.clock)
+                self.node_id, state.leader, self.open_peer, self.broker.config, self.broker.clock)
             self._nursery.start_soon(fetcher.run)
         fetcher.follow(tp, plog, state.leader_epoch)
         wanted_fetch.setdefault(state.leader, set()).add(tp)
@@ -286,9 +302,18 @@ class ClusterNode:
                 pid = next(self._producer_ids)
             return pid
 
-    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+    async def open_peer(self, broker_id: int, client_id: str, timeout_s: float) -> PeerConnection:
+        """A connection to another broker's inter-broker listener, secured and logged in as that
+        listener asks.  Raises PeerError (DEBUG level when the broker is not live)."""
         info = self.snapshot.brokers.get(broker_id) if self.snapshot else None
-        return (info.host, info.port) if info else None
+        if info is None:
+            raise PeerError(f"broker {broker_id} is not registered", logging.DEBUG)
+        ep = info.endpoint(self.peers.listener)
+        if ep is None:
+            raise PeerError(f"broker {broker_id} registered no endpoint for the inter-broker listener "
+                            f"{self.peers.listener} (it has {', '.join(e.listener for e in info.endpoints)})",
+                            logging.WARNING)
+        return await self.peers.open(ep.host, ep.port, client_id, timeout_s)
 
     async def _write_isr(self, tp, isr, leader_epoch: int, expected_version: int) -> int | None:
         state = self.snapshot.states.get(tp) if self.snapshot else None

@@ -16,7 +16,12 @@ A follower copies its leader's log with Kafka's own protocol:
 
 A partition leaves its fetcher when the cluster node sees a new leader; an
 epoch error from the leader (FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER) parks the
-partition until the new state arrives from ZooKeeper.
+partition until the new state arrives from ZooKeeper.  A leader that refuses the
+follower (TOPIC_AUTHORIZATION_FAILED: its principal lacks CLUSTER_ACTION on the
+cluster) parks it too, and the follower says so once at WARNING.
+
+Connections go through ``connect`` (kwire.cluster_node.ClusterNode.open_peer): the
+leader's inter-broker listener, with its TLS and SASL.
 
 A partition that joins a fetcher (a new leader, or a new epoch) cuts short the
 fetch parked at the leader (up to ``replica.fetch.wait.max.ms``): the request
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable
+from typing import Awaitable, Callable
 
 import trio
 
@@ -47,6 +52,7 @@ TopicPartition = tuple[str, int]
 # follower is behind, and the next state from ZooKeeper replaces its FollowState.
 LEADER_BEHIND = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER}
 LEADER_BEHIND_RETRY_S = 0.05
+REFUSED = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
 WAIT_FOR_METADATA = {ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
                      ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.KAFKA_STORAGE_ERROR}
@@ -62,16 +68,18 @@ class FollowState:
     leader_epoch: int
     truncated: bool = False        # OffsetForLeaderEpoch done for this leader epoch
     parked_until: float = 0.0      # trio time: an epoch error waits for the next state
+    refused: bool = False          # the leader refused this follower (logged once)
 
 
 class ReplicaFetcher:
     """Copies the partitions led by ``source_id`` into this broker's logs."""
 
-    def __init__(self, node_id: int, source_id: int, endpoint: Callable[[int], tuple[str, int] | None],
-                 config, clock):
+    def __init__(self, node_id: int, source_id: int,
+                 connect: Callable[[int, str, float], Awaitable[PeerConnection]], config, clock):
+        """``connect(broker_id, client_id, timeout_s)`` opens a connection or raises PeerError."""
         self.node_id = node_id
         self.source_id = source_id
-        self.endpoint = endpoint
+        self.connect = connect
         self.clock = clock
         self.wait_ms = config.value_of("replica.fetch.wait.max.ms")
         self.partition_max_bytes = config.value_of("replica.fetch.max.bytes")
@@ -104,15 +112,10 @@ class ReplicaFetcher:
                     with trio.move_on_after(0.1):
                         await self._changed.wait()
                     continue
-                address = self.endpoint(self.source_id)
-                if address is None:
-                    await trio.sleep(self.backoff_s)
-                    continue
                 try:
-                    conn = await PeerConnection.open(*address, f"kwire-replica-{self.node_id}",
-                                                     self.timeout_s)
+                    conn = await self.connect(self.source_id, f"kwire-replica-{self.node_id}", self.timeout_s)
                 except PeerError as exc:
-                    logger.info("fetcher from broker %d: %s", self.source_id, exc)
+                    logger.log(exc.log_level, "fetcher from broker %d: %s", self.source_id, exc)
                     await trio.sleep(self.backoff_s)
                     continue
                 try:
@@ -122,7 +125,7 @@ class ReplicaFetcher:
                 except _Interrupted:
                     pass                   # the connection has an answer owed: start afresh
                 except PeerError as exc:
-                    logger.info("fetcher from broker %d: %s; reconnecting", self.source_id, exc)
+                    logger.log(exc.log_level, "fetcher from broker %d: %s; reconnecting", self.source_id, exc)
                     await trio.sleep(self.backoff_s)
                 finally:
                     await conn.aclose()
@@ -183,6 +186,11 @@ class ReplicaFetcher:
         s.truncated = done
 
     def _park(self, tp: TopicPartition, s: FollowState, code: ErrorCode) -> None:
+        if code in REFUSED and not s.refused:
+            s.refused = True
+            logger.warning("%s-%d: broker %d refuses to replicate to this broker (%s): its principal "
+                           "needs CLUSTER_ACTION on the cluster (super.users, or an ACL)", tp[0], tp[1],
+                           self.source_id, code.name)
         logger.debug("%s-%d: %s from broker %d; waiting for new state", tp[0], tp[1], code.name,
                      self.source_id)
         # The leader has not applied the state this follower already has (it learns it from

@@ -46,7 +46,7 @@ from kwire.groups.txn_coordinator import (
 from .blocking import create_topic, next_producer_id, run_blocking
 from .clock import Clock
 from .group_service import OFFSETS_TOPIC, GroupService, records_to_end
-from .peer import PeerConnection, PeerError
+from .peer import PeerError
 
 logger = logging.getLogger("kwire.transactions")
 
@@ -308,14 +308,11 @@ class TransactionService:
         return -1 if state is None or state.leader < 0 else state.leader
 
     async def _send_markers(self, broker_id: int, markers: TxnMarkers, partitions) -> bool:
-        address = self.cluster.endpoint(broker_id)
-        if address is None:
-            return False
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
         try:
-            conn = await PeerConnection.open(*address, f"kwire-txn-{self.cluster.node_id}", REPLICATION_WAIT_S)
+            conn = await self.cluster.open_peer(broker_id, f"kwire-txn-{self.cluster.node_id}", REPLICATION_WAIT_S)
             try:
                 response = await conn.request(27, 1, markers=[{
                     "producer_id": markers.producer_id, "producer_epoch": markers.producer_epoch,
@@ -324,7 +321,7 @@ class TransactionService:
             finally:
                 await conn.aclose()
         except PeerError as exc:
-            logger.info("WriteTxnMarkers to broker %d failed: %s", broker_id, exc)
+            logger.log(max(exc.log_level, logging.INFO), "WriteTxnMarkers to broker %d failed: %s", broker_id, exc)
             return False
         done = True
         for marker in response.markers:

@@ -30,7 +30,7 @@ from kwire.groups import OffsetCommit
 from kwire.groups.coordinator import partition_for
 from kwire.groups.txn_coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TxnDescription, error_for_version
 
-from ..peer import PeerConnection, PeerError
+from ..peer import PeerError
 from ..registry import handles
 from .authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
 
@@ -214,13 +214,12 @@ async def describe_at_coordinator(ctx, transactional_id: str) -> TxnDescription:
     state = None
     if meta is not None:
         state = snap.states.get((TRANSACTION_STATE_TOPIC, partition_for(transactional_id, len(meta.assignment))))
-    address = cluster.endpoint(state.leader) if state is not None and state.leader >= 0 else None
-    if address is None:
+    if state is None or state.leader not in snap.brokers:
         return TxnDescription(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if state.leader == cluster.node_id:     # this broker's coordinator answered already (loading)
         return TxnDescription(transactional_id, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     try:
-        conn = await PeerConnection.open(*address, f"kwire-txn-verify-{cluster.node_id}", VERIFY_TIMEOUT_S)
+        conn = await cluster.open_peer(state.leader, f"kwire-txn-verify-{cluster.node_id}", VERIFY_TIMEOUT_S)
         try:
             response = await conn.request(65, 0, transactional_ids=[transactional_id])
         finally:
