@@ -69,10 +69,11 @@ def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
     if meta is not None:
         state = snap.states.get((topic, service(ctx).coordinator.partition_for(key, len(meta.assignment))))
     broker = snap.brokers.get(state.leader) if state is not None else None
-    if broker is None:
+    ep = broker.endpoint(ctx.listener) if broker is not None else None
+    if ep is None:      # no leader, or (Kafka's getAliveBrokerNode) none reachable through this listener
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}
-    return {"key": key, "node_id": state.leader, "host": broker.host, "port": broker.port,
+    return {"key": key, "node_id": state.leader, "host": ep.host, "port": ep.port,
             "error_code": 0, "error_message": None}
 
 

@@ -4,6 +4,11 @@ DescribeTopicPartitions (75): the same partition facts, paged with a cursor (KIP
 Topic ids are stable: created with the topic, kept in ``__kwire_topics/`` on a single
 node and in the topic's znode in a cluster, and answered by Metadata v10+.
 
+Brokers are answered with their endpoint of the listener the request came through
+(``ctx.listener``), as Kafka's metadata cache does: a live broker that registered no
+such listener is left out of the broker list, and a partition it leads answers
+LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before) with no leader.
+
 With an authorizer (Kafka's KafkaApis and DescribeTopicPartitionsRequestHandler): a topic
 needs DESCRIBE.  An all-topics request leaves the others out; a listed one is answered
 TOPIC_AUTHORIZATION_FAILED without saying whether it exists (no topic id; asked by id, no
@@ -32,7 +37,8 @@ NO_OPS = None  # bitfield: None encodes as -2147483648 (not requested)
 
 def partition_entries(ctx, topic) -> list[dict]:
     if ctx.broker.cluster is not None:
-        return cluster_partition_entries(ctx.broker.cluster.snapshot, topic)
+        return cluster_partition_entries(ctx.broker.cluster.snapshot, topic, ctx.listener,
+                                         listener_not_found=ctx.api_key == 3 and ctx.api_version >= 6)
     node = ctx.broker.node_id
     return [{"error_code": 0, "partition_index": i, "leader_id": node,
              "leader_epoch": plog.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
@@ -40,21 +46,28 @@ def partition_entries(ctx, topic) -> list[dict]:
             for i, plog in enumerate(topic.partitions)]
 
 
-def cluster_partition_entries(snap, topic) -> list[dict]:
+def cluster_partition_entries(snap, topic, listener: str = "PLAINTEXT", *,
+                              listener_not_found: bool = True) -> list[dict]:
     """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster_node).
 
     A leader that is not among the live brokers (its session expired and the controller has
     not elected another yet) is answered as Kafka's metadata cache does: LEADER_NOT_AVAILABLE
     with no leader id, never an id missing from the response's broker list (kafka-python's
-    producer thread fails on every send to such a node until its next metadata)."""
+    producer thread fails on every send to such a node until its next metadata).  A live
+    leader without an endpoint for ``listener`` is left out of the broker list too: its
+    partitions answer LISTENER_NOT_FOUND (``listener_not_found``, Metadata v6+) or
+    LEADER_NOT_AVAILABLE."""
     meta = snap.topics.get(topic.name) if snap else None
     entries = []
     for i in range(len(topic.partitions)):
         replicas = list(meta.assignment.get(i, ())) if meta else []
         state = snap.states.get((topic.name, i)) if snap else None
         offline = [r for r in replicas if r not in snap.brokers] if snap else []
-        if state is None or state.leader < 0 or state.leader not in snap.brokers:
-            entries.append({"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": i,
+        leader = snap.brokers.get(state.leader) if state is not None and snap else None
+        if leader is None or leader.endpoint(listener) is None:
+            missing = leader is not None and listener_not_found
+            entries.append({"error_code": int(ErrorCode.LISTENER_NOT_FOUND if missing
+                                              else ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": i,
                             "leader_id": -1, "leader_epoch": state.leader_epoch if state else -1,
                             "replica_nodes": replicas, "isr_nodes": list(state.isr) if state else [],
                             "offline_replicas": offline})
@@ -66,15 +79,17 @@ def cluster_partition_entries(snap, topic) -> list[dict]:
 
 
 def broker_entries(ctx) -> tuple[list[dict], int]:
-    """(live brokers, controller id): this node alone, or the cluster's live brokers."""
+    """(live brokers, controller id): this node alone, or the cluster's live brokers with an
+    endpoint for the listener of the request (those without one are left out, as in Kafka)."""
     cluster = ctx.broker.cluster
     if cluster is None or cluster.snapshot is None:
         ep = ctx.broker.endpoint_for(ctx.listener)
         return [{"node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port, "rack": None}], \
             ctx.broker.node_id
     snap = cluster.snapshot
-    return [{"node_id": i, "host": b.host, "port": b.port, "rack": b.rack}
-            for i, b in sorted(snap.brokers.items())], snap.controller_id
+    return [{"node_id": i, "host": ep.host, "port": ep.port, "rack": b.rack}
+            for i, b in sorted(snap.brokers.items()) if (ep := b.endpoint(ctx.listener)) is not None], \
+        snap.controller_id
 
 
 def offline_entry(index: int, plog, node: int) -> dict:
