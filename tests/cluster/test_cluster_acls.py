@@ -9,6 +9,7 @@ own, or a consumer reading a partition that only broker i hosts.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
-from kafka.protocol.admin import DescribeAclsRequest
+from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from kazoo.client import KazooClient
 
 from kwire.testing_cluster import ClusterProcess, send_request
@@ -205,6 +206,30 @@ def test_acls_written_by_a_kafka_tool_are_picked_up(cluster, zk):
     wait_everywhere(cluster, lambda b: not described(cluster, b, ResourceType.TOPIC, "from-kafka"),
                     "the removed ACLs gone everywhere")
     assert consume(cluster, 2, "from-kafka") == [b"record-1"]
+
+
+def test_concurrent_creations_on_every_broker_for_one_topic_lose_nothing(cluster, zk):
+    # three brokers racing on one znode: the losers re-read and write again (version conflicts)
+    R = CreateAclsRequest[1]
+
+    def create_on(broker: int) -> list[int]:
+        codes = []
+        for k in range(10):
+            creation = R.AclCreation(resource_type=ResourceType.TOPIC.value, resource_name="contended",
+                                     resource_pattern_type=ResourcePatternType.LITERAL.value,
+                                     principal=f"User:writer-{broker}-{k}", host="*",
+                                     operation=AclOperation.READ.value, permission_type=AclPermissionType.ALLOW.value)
+            response = send_request(cluster.broker(broker).bootstrap, R(creations=[creation]), timeout=30)
+            codes += [r.error_code for r in response.results]
+        return codes
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        codes = [c for result in pool.map(create_on, (1, 2, 3)) for c in result]
+    assert codes == [0] * 30
+    principals = {f"User:writer-{b}-{k}" for b in (1, 2, 3) for k in range(10)}
+    assert {a["principal"] for a in json.loads(zk.get("/kafka-acl/Topic/contended")[0])["acls"]} == principals
+    wait_everywhere(cluster, lambda b: {e[3] for e in described(cluster, b, ResourceType.TOPIC, "contended")}
+                    == principals, "all 30 ACLs on every broker")
 
 
 def test_acls_survive_restarting_every_broker(cluster):
