@@ -1,0 +1,2 @@
+"""The operator commands: ``kwire topics``, ``groups``, ``configs``, ``produce``, ``consume``,
+``perf``.  Kafka clients on kafka-python, with Kafka's option names (kwire.tools.common)."""

@@ -1,0 +1,171 @@
+"""What every operator command (``kwire topics|groups|configs|produce|consume|perf``) shares.
+
+They are Kafka clients built on kafka-python, so they work against any
+Kafka-compatible broker.  Kafka's tool options, so muscle memory works:
+
+``--bootstrap-server HOST:PORT[,HOST:PORT]``   default 127.0.0.1:9092 (``kwire serve``'s)
+``--command-config FILE``   the Java client's properties (security.protocol,
+                            sasl.mechanism, sasl.jaas.config, ssl.truststore.location,
+                            ssl.keystore.location, ssl.key.password,
+                            ssl.endpoint.identification.algorithm, client.id,
+                            request.timeout.ms), turned into kafka-python keywords
+``--output table|json``     a readable table (``rich``) or one JSON document for scripts
+
+Exit codes: 0 done, 1 the broker refused or cannot be reached (``ToolError``, or one of
+kafka-python's errors), 2 bad arguments or an unreadable ``--command-config``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from kwire.admin.config_def import ConfigError
+from kwire.admin.properties import parse_properties
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+# Java client property -> kafka-python keyword, for the ones that map one to one
+_DIRECT = {
+    "security.protocol": ("security_protocol", str.upper),
+    "sasl.mechanism": ("sasl_mechanism", str.upper),
+    "client.id": ("client_id", str),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "ssl.key.password": ("ssl_password", str),
+    "sasl.kerberos.service.name": ("sasl_kerberos_service_name", str),
+}
+# handled below, or with no kafka-python counterpart that changes anything here
+_KNOWN = {"sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",
+          "ssl.keystore.type", "ssl.endpoint.identification.algorithm", "ssl.truststore.password",
+          "ssl.keystore.password", "bootstrap.servers"}
+
+
+class ToolError(Exception):
+    """A failure to report in one line and exit 1 (the broker refused, nothing to show)."""
+
+
+class UsageError(Exception):
+    """Bad arguments or client properties: exit 2."""
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                        help=f"the broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties (security settings and so on), as for Kafka's tools")
+    parser.add_argument("--output", choices=("table", "json"), default="table",
+                        help="a readable table (default) or JSON for scripts")
+
+
+def read_command_config(path: str | None) -> dict[str, str]:
+    """The properties of ``--command-config`` (none: empty).  Raises UsageError."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {k: v.strip() for k, v in parse_properties(f.read()).items()}
+    except (OSError, ConfigError) as exc:
+        raise UsageError(f"--command-config {path}: {exc}") from None
+
+
+def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """kafka-python keyword arguments (KafkaAdminClient, KafkaProducer, KafkaConsumer) for
+    ``--bootstrap-server`` and ``--command-config``; ``extra`` wins.  Raises UsageError for
+    a property kafka-python cannot honour (a JKS or PKCS12 store, a JAAS module it lacks)."""
+    props = read_command_config(getattr(args, "command_config", None))
+    config: dict[str, Any] = {"bootstrap_servers": args.bootstrap_server.split(",")}
+    for key, value in props.items():
+        if key in _DIRECT:
+            name, convert = _DIRECT[key]
+            try:
+                config[name] = convert(value)
+            except ValueError:
+                raise UsageError(f"--command-config: {key}={value!r} is not valid") from None
+    config.update(_jaas_credentials(props))
+    config.update(_ssl_files(props))
+    if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+        config["ssl_check_hostname"] = False
+    config.update(extra)
+    return config
+
+
+def unused_properties(props: Mapping[str, str]) -> list[str]:
+    """Keys of ``--command-config`` that nothing here reads (reported, never fatal)."""
+    return sorted(k for k in props if k not in _DIRECT and k not in _KNOWN)
+
+
+def _jaas_credentials(props: Mapping[str, str]) -> dict[str, str]:
+    text = props.get("sasl.jaas.config")
+    if not text:
+        return {}
+    from kwire.sasl import parse_jaas_config       # the broker's own JAAS parser
+    try:
+        entry = parse_jaas_config(text)
+    except ValueError as exc:
+        raise UsageError(f"--command-config: sasl.jaas.config: {exc}") from None
+    module = entry.login_module.rsplit(".", 1)[-1]
+    if module not in ("PlainLoginModule", "ScramLoginModule"):
+        raise UsageError(f"--command-config: sasl.jaas.config: {module} is not supported by these "
+                         "tools (PlainLoginModule and ScramLoginModule are)")
+    out = {}
+    if "username" in entry.options:
+        out["sasl_plain_username"] = entry.options["username"]
+    if "password" in entry.options:
+        out["sasl_plain_password"] = entry.options["password"]
+    return out
+
+
+def _ssl_files(props: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for kind, keys in (("truststore", ("ssl_cafile",)), ("keystore", ("ssl_certfile", "ssl_keyfile"))):
+        location = props.get(f"ssl.{kind}.location")
+        if not location:
+            continue
+        store_type = props.get(f"ssl.{kind}.type", "PEM" if location.endswith((".pem", ".crt")) else "JKS")
+        if store_type.upper() != "PEM":
+            raise UsageError(f"--command-config: ssl.{kind}.type={store_type}: these tools read PEM "
+                             f"files only (convert with: openssl pkcs12 -in {location} -out store.pem)")
+        out.update({k: location for k in keys})      # a PEM keystore holds the key and the chain
+    return out
+
+
+# -- output ---------------------------------------------------------------------------------
+def emit(args: argparse.Namespace, document: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+         *, title: str | None = None, stream=None) -> None:
+    """Print ``document`` as JSON with ``--output json``, else ``rows`` as a table under
+    ``columns`` (Kafka's column names, so the output reads like Kafka's tools)."""
+    stream = stream or sys.stdout
+    if args.output == "json":
+        json.dump(document, stream, indent=None, separators=(",", ":"), default=str)
+        stream.write("\n")
+        return
+    print_table(columns, rows, title=title, stream=stream)
+
+
+def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None,
+                stream=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich import box
+    table = Table(*columns, title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  header_style="bold")
+    for row in rows:
+        table.add_row(*("-" if v is None else str(v) for v in row))
+    # a pipe gets the whole width: scripts and tests read every column
+    Console(file=stream or sys.stdout, width=None if (stream or sys.stdout).isatty() else 250,
+            highlight=False, soft_wrap=True).print(table)
+
+
+def run(main: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Call ``main(args)``; ToolError and kafka-python's errors -> a line on stderr and 1,
+    UsageError -> 2.  Returns the exit code."""
+    from kafka.errors import KafkaError
+    try:
+        return main(args) or 0
+    except UsageError as exc:
+        print(f"kwire: {exc}", file=sys.stderr)
+        return 2
+    except (ToolError, KafkaError) as exc:
+        print(f"kwire: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,68 @@
+"""kwire.tools.common: the Java client's properties of --command-config in kafka-python's terms."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from kwire.tools.common import UsageError, add_common_arguments, client_config, emit, unused_properties
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    add_common_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_defaults_to_kwire_serves_address():
+    assert client_config(parse([])) == {"bootstrap_servers": ["127.0.0.1:9092"]}
+
+
+def test_sasl_ssl_properties_become_kafka_python_keywords(tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=sasl_ssl\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n'
+        '    username="alice" password="al\\\\"ice";\n'
+        "ssl.truststore.type=PEM\nssl.truststore.location=/etc/ca.pem\n"
+        "ssl.keystore.type=PEM\nssl.keystore.location=/etc/client.pem\nssl.key.password=k\n"
+        "ssl.endpoint.identification.algorithm=\n"
+        "client.id=ops\nrequest.timeout.ms=5000\nlinger.ms=5\n")
+    args = parse(["--bootstrap-server", "a:1,b:2", "--command-config", str(props)])
+    assert client_config(args, api_version_auto_timeout_ms=100) == {
+        "bootstrap_servers": ["a:1", "b:2"], "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice", "sasl_plain_password": 'al"ice',
+        "ssl_cafile": "/etc/ca.pem", "ssl_certfile": "/etc/client.pem", "ssl_keyfile": "/etc/client.pem",
+        "ssl_password": "k", "ssl_check_hostname": False, "client_id": "ops", "request_timeout_ms": 5000,
+        "api_version_auto_timeout_ms": 100}
+    assert unused_properties({"linger.ms": "5", "client.id": "x"}) == ["linger.ms"]
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("ssl.truststore.location=/etc/trust.jks\n", "PEM files only"),
+    ("ssl.keystore.type=PKCS12\nssl.keystore.location=/etc/k.p12\n", "PEM files only"),
+    ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", "not supported"),
+    ("sasl.jaas.config=nonsense\n", "sasl.jaas.config"),
+    ("request.timeout.ms=soon\n", "not valid"),
+])
+def test_properties_these_tools_cannot_honour_are_usage_errors(tmp_path, text, complaint):
+    props = tmp_path / "client.properties"
+    props.write_text(text)
+    with pytest.raises(UsageError, match=complaint):
+        client_config(parse(["--command-config", str(props)]))
+
+
+def test_a_missing_command_config_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="--command-config"):
+        client_config(parse(["--command-config", str(tmp_path / "absent")]))
+
+
+def test_emit_prints_a_table_or_one_json_document(capsys):
+    emit(parse([]), [{"topic": "t"}], ["TOPIC", "PARTITIONS"], [["orders", 3], ["audit", None]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["TOPIC", "PARTITIONS"]
+    assert [line.split() for line in lines[2:]] == [["orders", "3"], ["audit", "-"]]
+    emit(parse(["--output", "json"]), [{"topic": "t"}], ["TOPIC"], [["t"]])
+    assert json.loads(capsys.readouterr().out) == [{"topic": "t"}]
