@@ -22,6 +22,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from kazoo.client import KazooClient
 
+from kwire.acl_zk import CHANGE_EXPIRATION_MS, AclZnodes
 from kwire.testing_cluster import ClusterProcess, send_request
 from tests.cluster.conftest import require_zookeeper
 from tests.support.counting import wait_for
@@ -230,6 +231,25 @@ def test_concurrent_creations_on_every_broker_for_one_topic_lose_nothing(cluster
     assert {a["principal"] for a in json.loads(zk.get("/kafka-acl/Topic/contended")[0])["acls"]} == principals
     wait_everywhere(cluster, lambda b: {e[3] for e in described(cluster, b, ResourceType.TOPIC, "contended")}
                     == principals, "all 30 ACLs on every broker")
+
+
+def test_change_notices_are_purged_by_age_oldest_first(cluster, zk):
+    # Kafka keeps a notice 15 minutes (changeExpirationMs) by its ctime; a test cannot wait that
+    # long, so the brokers' purge is called with a clock 15 minutes ahead: every notice goes
+    # but those created within the last 15 minutes of that clock
+    for name in ("purge-a", "purge-b"):
+        zk.create("/kafka-acl-changes/acl_changes_", f"TOPIC:{name}".encode(), sequence=True)
+        time.sleep(0.05)            # distinct ctimes
+    names = sorted(zk.get_children("/kafka-acl-changes"))
+    newest = zk.exists(f"/kafka-acl-changes/{names[-1]}").ctime
+    znodes = AclZnodes(zk)
+    assert znodes.purge("/kafka-acl-changes", names, newest + 1000, CHANGE_EXPIRATION_MS) == 0
+    purged = znodes.purge("/kafka-acl-changes", names, newest + CHANGE_EXPIRATION_MS, CHANGE_EXPIRATION_MS)
+    left = sorted(zk.get_children("/kafka-acl-changes"))
+    assert purged == len(names) - len(left) and purged > 0
+    assert left == names[len(names) - len(left):]             # the youngest ones, the newest kept
+    assert all(newest + CHANGE_EXPIRATION_MS - zk.exists(f"/kafka-acl-changes/{n}").ctime <= CHANGE_EXPIRATION_MS
+               for n in left)
 
 
 def test_acls_survive_restarting_every_broker(cluster):
