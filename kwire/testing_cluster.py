@@ -24,12 +24,23 @@ properties can be changed between runs through ``cluster.broker(i).properties``
 ``metadata()`` asks one live broker with a Metadata v9 request over a plain
 socket (kafka-python's codec), so a test chooses whom it asks and is never
 stuck behind a client's retries against a paused or killed broker.
+
+Secured clusters: ``listeners={"CLIENT": "SASL_SSL", "INTERNAL": "SSL"}`` gives
+every broker those listeners, each on a port of its own (``bootstrap_for(name)``;
+``bootstrap`` stays the first PLAINTEXT listener's, else the first's).  The
+harness watches the cluster (ApiVersions, Metadata) through ``observe_listener``
+(default: the bootstrap listener), over TLS with ``observe_ssl`` (an
+``ssl.SSLContext``; with a client certificate on a mutual-TLS listener).  It
+speaks no SASL: observe through a PLAINTEXT or SSL listener.  Per-broker settings
+(each broker's own keystore) go in ``cluster.broker(i).properties`` before
+``start()``.
 """
 from __future__ import annotations
 
 import os
 import signal
 import socket
+import ssl
 import struct
 import tempfile
 import time
@@ -54,16 +65,24 @@ TEST_DEFAULTS = {
 METADATA_VERSION = 9        # controller_id, leader_epoch and offline_replicas; kwire serves 0..12
 
 
-def send_request(address: str, request: Any, timeout: float = 5.0) -> Any:
+def send_request(address: str, request: Any, timeout: float = 5.0,
+                 ssl_context: ssl.SSLContext | None = None) -> Any:
     """Send one kafka-python request object (``MetadataRequest[9](...)``) to ``host:port`` on a
-    new connection and return the decoded response.
+    new connection (TLS with ``ssl_context``) and return the decoded response.
 
-    Raises ``OSError`` (``ConnectionError``, ``TimeoutError``) when the broker cannot be
-    reached, closes the connection or does not answer within ``timeout`` seconds.
+    Raises ``OSError`` (``ConnectionError``, ``TimeoutError``, ``ssl.SSLError``) when the broker
+    cannot be reached, closes the connection or does not answer within ``timeout`` seconds.
     """
     host, port = address.rsplit(":", 1)
     request.with_header(correlation_id=1, client_id="kwire-testing-cluster")
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+    s = socket.create_connection((host, int(port)), timeout=timeout)
+    if ssl_context is not None:
+        try:
+            s = ssl_context.wrap_socket(s, server_hostname=host)
+        except BaseException:
+            s.close()
+            raise
+    with s:
         s.sendall(bytes(request.encode(header=True, framed=True)))
         size, = struct.unpack(">i", _recv_exactly(s, 4))
         body = _recv_exactly(s, size)
@@ -85,35 +104,39 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def wait_serving(broker: BrokerProcess, timeout: float = 60) -> None:
-    """Return once ``broker`` answers ApiVersions: a broker in cluster mode listens before it
+def wait_serving(broker: BrokerProcess, timeout: float = 60, listener: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+    """Return once ``broker`` answers ApiVersions (through ``listener``, default its bootstrap
+    listener; TLS with ``ssl_context``): a broker in cluster mode listens before it
     has registered in ZooKeeper and answers only after (after a kill -9, once its old
     session has expired).  Raises ``BrokerStartError`` with the log's tail; a broker that
     did not come up is killed."""
     from kafka.protocol.metadata import ApiVersionsRequest
     deadline = time.monotonic() + timeout
+    address = broker.address(listener) if listener else broker.bootstrap
     broker.wait_ready(timeout)
     while True:
         try:
-            send_request(broker.bootstrap, ApiVersionsRequest[3](client_software_name="kwire-testing-cluster",
-                                                                 client_software_version="1"), 1.0)
+            send_request(address, ApiVersionsRequest[3](client_software_name="kwire-testing-cluster",
+                                                        client_software_version="1"), 1.0, ssl_context)
             return
         except OSError:
             if not broker.alive() or time.monotonic() > deadline:
                 if broker.alive():
                     broker.kill()
-                raise BrokerStartError(f"{broker.bootstrap} did not answer ApiVersions within {timeout:.0f} s; "
+                raise BrokerStartError(f"{address} did not answer ApiVersions within {timeout:.0f} s; "
                                        f"log tail ({broker.log_path}):\n{broker.log_tail()}") from None
             time.sleep(0.05)
 
 
-def metadata_snapshot(address: str, timeout: float = 5.0) -> dict:
+def metadata_snapshot(address: str, timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> dict:
     """One broker's view of the cluster: ``{"cluster_id", "controller_id", "answered_by",
     "brokers": {id: "host:port"}, "topics": {name: {partition: {"leader", "leader_epoch",
-    "replicas", "isr", "offline_replicas", "error_code"}}}}``.  Raises ``OSError``."""
+    "replicas", "isr", "offline_replicas", "error_code"}}}}``; the brokers' addresses are those
+    of the listener ``address`` belongs to.  Raises ``OSError``."""
     from kafka.protocol.metadata import MetadataRequest
     request = MetadataRequest[METADATA_VERSION](topics=None, allow_auto_topic_creation=False)
-    response = send_request(address, request, timeout).to_dict()
+    response = send_request(address, request, timeout, ssl_context).to_dict()
     return {
         "cluster_id": response["cluster_id"],
         "controller_id": response["controller_id"],
@@ -130,11 +153,14 @@ class ClusterProcess:
     """ZooKeeper plus brokers 1..N as child processes; see the module docstring.
 
     Attributes: ``zookeeper`` (a ``ZooKeeperProcess``), ``brokers`` ({id: ``BrokerProcess``}),
-    ``data_dir``, ``properties`` (what every broker gets besides broker.id/zookeeper.connect).
+    ``data_dir``, ``properties`` (what every broker gets besides broker.id/zookeeper.connect),
+    ``observe_listener`` and ``observe_ssl`` (how the harness itself talks to the brokers).
     """
 
     def __init__(self, brokers: int = 3, *, properties: Mapping[str, Any] | None = None,
-                 data_dir: str | os.PathLike | None = None, zookeeper: ZooKeeperProcess | None = None):
+                 data_dir: str | os.PathLike | None = None, zookeeper: ZooKeeperProcess | None = None,
+                 listeners: Mapping[str, str] | None = None, observe_listener: str | None = None,
+                 observe_ssl: ssl.SSLContext | None = None):
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
         self._tmp = None
@@ -151,8 +177,11 @@ class ClusterProcess:
         self.brokers: dict[int, BrokerProcess] = {
             i: BrokerProcess(os.path.join(self.data_dir, f"broker-{i}"),
                              properties={**self.properties, "broker.id": i,
-                                         "zookeeper.connect": self.zookeeper.connect})
+                                         "zookeeper.connect": self.zookeeper.connect},
+                             listeners=listeners)
             for i in range(1, brokers + 1)}
+        self.observe_listener = observe_listener
+        self.observe_ssl = observe_ssl
         self._paused: set[int] = set()
 
     # -- addresses ---------------------------------------------------------------
@@ -167,6 +196,15 @@ class ClusterProcess:
 
     def live_bootstrap(self) -> str:
         return ",".join(self.brokers[i].bootstrap for i in self.live_ids())
+
+    def bootstrap_for(self, listener: str) -> str:
+        """Every broker's ``host:port`` of the listener named ``listener``.  Raises ``KeyError``."""
+        return ",".join(b.address(listener) for b in self.brokers.values())
+
+    def observed_address(self, i: int) -> str:
+        """Where the harness asks broker ``i`` (its ``observe_listener``)."""
+        b = self.brokers[i]
+        return b.address(self.observe_listener) if self.observe_listener else b.bootstrap
 
     def broker(self, i: int) -> BrokerProcess:
         """Broker ``i`` (its ``broker.id``).  Raises ``KeyError``."""
@@ -187,7 +225,7 @@ class ClusterProcess:
             if not b.alive():
                 b.spawn()
         for i in self.brokers:
-            wait_serving(self.brokers[i], timeout)
+            wait_serving(self.brokers[i], timeout, self.observe_listener, self.observe_ssl)
         return self
 
     def start_broker(self, i: int, timeout: float = 60) -> BrokerProcess:
@@ -196,7 +234,7 @@ class ClusterProcess:
         (zookeeper.session.timeout.ms).  Raises ``BrokerStartError``."""
         self._paused.discard(i)
         self.brokers[i].spawn()
-        wait_serving(self.brokers[i], timeout)
+        wait_serving(self.brokers[i], timeout, self.observe_listener, self.observe_ssl)
         return self.brokers[i]
 
     def stop(self, i: int, timeout: float = 40) -> int:
@@ -255,15 +293,16 @@ class ClusterProcess:
     # -- observing ---------------------------------------------------------------
     def metadata(self, bootstrap: str | None = None, timeout: float = 5.0) -> dict:
         """The cluster as the first broker that answers a Metadata request sees it (the shape of
-        ``metadata_snapshot``); ``bootstrap`` ("host:port,...") defaults to the live brokers.
+        ``metadata_snapshot``); ``bootstrap`` ("host:port,...") defaults to the live brokers'
+        observed addresses (``observe_ssl`` applies either way).
 
         Raises ``ConnectionError`` when none answers within ``timeout`` seconds each.
         """
-        addresses = (bootstrap or self.live_bootstrap()).split(",")
+        addresses = (bootstrap or ",".join(self.observed_address(i) for i in self.live_ids())).split(",")
         failures = []
         for address in filter(None, addresses):
             try:
-                return metadata_snapshot(address, timeout)
+                return metadata_snapshot(address, timeout, self.observe_ssl)
             except OSError as exc:
                 failures.append(f"{address}: {exc!r}")
         raise ConnectionError("no broker answered Metadata: " + ("; ".join(failures) or "none is live"))
@@ -296,7 +335,7 @@ class ClusterProcess:
             live = self.live_ids()
             snapshot = None
             for i in live:
-                snapshot = self.metadata(self.brokers[i].bootstrap, timeout=2)
+                snapshot = self.metadata(self.observed_address(i), timeout=2)
                 if not set(live) <= set(snapshot["brokers"]) or snapshot["controller_id"] not in live:
                     return None
             return snapshot

@@ -13,7 +13,8 @@ test is about the process itself: crashes, restarts over the same data, signal
 handling, start-up, or a broker that must not share the test's interpreter.
 
 Each ``BrokerProcess`` owns a free 127.0.0.1 port, chosen once so a restart
-keeps it, and a data directory (a temporary one removed by ``close()`` unless
+keeps it (one per listener when ``listeners={"CLIENT": "SASL_SSL", ...}`` names
+several: ``ports``, ``address(name)``), and a data directory (a temporary one removed by ``close()`` unless
 one is passed in) laid out as ``<data_dir>/logs`` (``log.dirs``) and
 ``<data_dir>/broker.log`` (the process's stdout and stderr, appended across
 restarts).  Server properties follow ``kwire.testing.broker``'s rules: Kafka
@@ -110,12 +111,16 @@ class BrokerProcess:
     ``properties`` are Kafka keys (``{"log.segment.bytes": 200000}``); keyword
     arguments spell them with underscores for dots (``log_segment_bytes=200000``).
     ``log.dirs`` and ``listeners`` are set from ``data_dir`` and ``port`` unless
-    given.  ``args`` are extra command-line arguments for ``kwire serve``
+    given.  ``listeners`` ({name: security protocol}, in order) asks for several
+    listeners, each on a free port of its own (``listeners`` and
+    ``listener.security.protocol.map`` are then set from it); ``port`` is the port
+    of the bootstrap listener: the first PLAINTEXT one, else the first.  ``args`` are extra command-line arguments for ``kwire serve``
     (``["--log-level", "WARNING"]``), ``log_path`` moves the output file,
     ``env`` replaces the child's environment, ``new_session`` puts the child in
     a session of its own (a Ctrl-C in the terminal then does not reach it).
 
-    Attributes: ``port``, ``bootstrap`` ("127.0.0.1:PORT"), ``data_dir``,
+    Attributes: ``port``, ``bootstrap`` ("127.0.0.1:PORT"), ``ports`` ({listener: port}),
+    ``protocols`` ({listener: security protocol}), ``bootstrap_listener``, ``data_dir``,
     ``log_path``, ``proc`` (the ``subprocess.Popen`` of the current run).
 
     Subclasses may override ``command()`` to run another Kafka-compatible broker
@@ -126,8 +131,20 @@ class BrokerProcess:
                  properties: Mapping[str, Any] | None = None, port: int | None = None,
                  args: Sequence[str] = (), log_path: str | os.PathLike | None = None,
                  env: Mapping[str, str] | None = None, new_session: bool = False,
-                 test_defaults: bool = True, **server_properties: Any):
-        self.port = port or free_port()
+                 test_defaults: bool = True, listeners: Mapping[str, str] | None = None,
+                 **server_properties: Any):
+        self.protocols = {name.upper(): protocol.upper()
+                          for name, protocol in (listeners or {"PLAINTEXT": "PLAINTEXT"}).items()}
+        self.bootstrap_listener = next((n for n, p in self.protocols.items() if p == "PLAINTEXT"),
+                                       next(iter(self.protocols)))
+        self.ports = {self.bootstrap_listener: port or free_port()}
+        for name in self.protocols:
+            while name not in self.ports:
+                candidate = free_port()
+                if candidate not in self.ports.values():
+                    self.ports[name] = candidate
+        self.ports = {name: self.ports[name] for name in self.protocols}      # in listener order
+        self.port = self.ports[self.bootstrap_listener]
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kwire-process-")
@@ -135,8 +152,11 @@ class BrokerProcess:
         self.data_dir = os.fspath(data_dir)
         self.log_path = os.fspath(log_path or os.path.join(self.data_dir, "broker.log"))
         self.properties = dict(TEST_DEFAULTS) if test_defaults else {}
-        self.properties.update({"listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+        self.properties.update({"listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in self.ports.items()),
                                 "log.dirs": os.path.join(self.data_dir, "logs")})
+        if listeners is not None:
+            self.properties["listener.security.protocol.map"] = ",".join(
+                f"{n}:{p}" for n, p in self.protocols.items())
         self.properties.update({k.replace("_", "."): _format(v) for k, v in server_properties.items()})
         self.properties.update({k: _format(v) for k, v in (properties or {}).items()})
         self.args = list(args)
@@ -146,8 +166,12 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        """``host:port`` for ``bootstrap_servers`` / ``bootstrap.servers``."""
+        """``host:port`` for ``bootstrap_servers`` / ``bootstrap.servers`` (the bootstrap listener's)."""
         return f"127.0.0.1:{self.port}"
+
+    def address(self, listener: str) -> str:
+        """``host:port`` of the listener named ``listener``.  Raises ``KeyError``."""
+        return f"127.0.0.1:{self.ports[listener.upper()]}"
 
     @property
     def pid(self) -> int | None:

@@ -69,3 +69,17 @@ def test_a_broker_that_cannot_start_raises_with_its_log_and_leaves_nothing_runni
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", b.port), timeout=1).close()
     b.close()
+
+
+def test_named_listeners_each_get_a_port_and_the_plaintext_one_stays_the_bootstrap(tmp_path):
+    b = kwire.testing.BrokerProcess(tmp_path, listeners={"client": "SASL_SSL", "PLAINTEXT": "PLAINTEXT",
+                                                         "INTERNAL": "SSL"})
+    assert list(b.ports) == ["CLIENT", "PLAINTEXT", "INTERNAL"] and len(set(b.ports.values())) == 3
+    assert b.bootstrap == b.address("plaintext") == f"127.0.0.1:{b.port}"
+    assert b.properties["listeners"] == ",".join(f"{n}://127.0.0.1:{p}" for n, p in b.ports.items())
+    assert b.properties["listener.security.protocol.map"] == "CLIENT:SASL_SSL,PLAINTEXT:PLAINTEXT,INTERNAL:SSL"
+    # without a PLAINTEXT listener, the first is the bootstrap; without listeners, nothing changes
+    assert kwire.testing.BrokerProcess(tmp_path, listeners={"A": "SSL", "B": "SSL"}).bootstrap_listener == "A"
+    plain = kwire.testing.BrokerProcess(tmp_path, port=19092)
+    assert plain.properties["listeners"] == "PLAINTEXT://127.0.0.1:19092" and plain.ports == {"PLAINTEXT": 19092}
+    assert "listener.security.protocol.map" not in plain.properties
