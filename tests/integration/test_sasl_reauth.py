@@ -16,21 +16,15 @@ is large."""
 from __future__ import annotations
 
 import asyncio
-import collections
-import socket
-import struct
 import subprocess
 import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from kafka.net.sasl.plain import SaslMechanismPlain
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-                                 SaslHandshakeResponse)
 
 from kwire.testing_process import BrokerProcess, free_port
+from tests.support.raw_client import RawClient, sleep_until
+from tests.support.roundtrip import check_each_once, produce_while_consuming
 
 pytestmark = pytest.mark.clients
 
@@ -74,13 +68,6 @@ class LogWatch:
         return self.text().count(f"re-authenticated as User:alice with {mechanism};")
 
 
-def check_sequence(got: list[bytes], count: int) -> None:
-    """Every record 0..count-1 read exactly once."""
-    repeated = [v for v, n in collections.Counter(got).items() if n > 1]
-    assert not repeated, f"read more than once: {repeated[:10]}"
-    assert sorted(int(v) for v in got) == list(range(count))
-
-
 # --- stock clients ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
@@ -92,31 +79,11 @@ def test_confluent_kafka_keeps_producing_and_consuming_across_reauthentications(
     config = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
               "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret",
               "error_cb": errors.append}
-    producer = Producer({**config, "acks": "all", "linger.ms": 5})
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                         "fetch.wait.max.ms": 100})
-    consumer.subscribe([topic])
-    failed, got, sent = [], [], 0
-    deadline = time.monotonic() + 3.5 * REAUTH_MS / 1000
-    while time.monotonic() < deadline:
-        producer.produce(topic, b"%d" % sent, on_delivery=lambda err, _m: err and failed.append(err))
-        sent += 1
-        producer.poll(0)
-        msg = consumer.poll(0.02)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    assert producer.flush(30) == 0
-    end = time.monotonic() + 20
-    while len(got) < sent and time.monotonic() < end:
-        msg = consumer.poll(0.2)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
+    sent, got, failed = produce_while_consuming(config, topic, 3.5 * REAUTH_MS / 1000, f"g-{topic}")
     log = watch.text()
-    consumer.close()
-    del producer, consumer
     time.sleep(SETTLE_S)
     assert failed == [] and errors == []           # no delivery failure, no broker disconnection
-    check_sequence(got, sent)
+    check_each_once(got, sent)
     assert watch.reauthentications(mechanism) >= 3, log[-3000:]
     assert EXPIRED not in log
 
@@ -143,7 +110,7 @@ def test_kafka_python_reauthenticates_too(broker):
     producer.close()
     consumer.close()
     time.sleep(SETTLE_S)
-    check_sequence(got, sent)
+    check_each_once(got, sent)
     assert watch.reauthentications("PLAIN") >= 2, log[-3000:]
     assert EXPIRED not in log
 
@@ -178,57 +145,12 @@ def test_aiokafka_does_not_reauthenticate_but_reconnects_transparently(broker):
             await consumer.stop()
         return sent, got
     sent, got = asyncio.run(scenario())
-    check_sequence(got, sent)
+    check_each_once(got, sent)
     assert watch.reauthentications("PLAIN") == 0
     assert EXPIRED in watch.text()              # its sessions ran out, and it logged in again
 
 
 # --- the rules, on a raw connection --------------------------------------------------------------
-
-class RawClient:
-    """One connection speaking requests built with kafka-python's protocol classes."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.correlation_id = 0
-
-    def call(self, request, response_class):
-        """The decoded response, or None when the broker closed the connection instead."""
-        self.correlation_id += 1
-        request.with_header(correlation_id=self.correlation_id, client_id="raw")
-        try:
-            self.sock.sendall(request.encode(header=True, framed=True))
-            head = self.sock.recv(4, socket.MSG_WAITALL)
-        except (ConnectionResetError, BrokenPipeError):
-            return None
-        if len(head) < 4:
-            return None
-        body = self.sock.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
-        return response_class.decode(memoryview(body), version=request.API_VERSION, header=True)
-
-    def login(self, user: str, version: int = 1, mechanism: str = "PLAIN"):
-        """SaslHandshake v1 + one SaslAuthenticate ``version`` with PLAIN; its response."""
-        handshake = self.call(SaslHandshakeRequest[1](mechanism=mechanism), SaslHandshakeResponse)
-        assert handshake.error_code == 0
-        token = SaslMechanismPlain(sasl_plain_username=user, sasl_plain_password=f"{user}-secret").auth_bytes()
-        return self.call(SaslAuthenticateRequest[version](auth_bytes=token), SaslAuthenticateResponse)
-
-    def metadata(self):
-        return self.call(MetadataRequest[1](topics=None), MetadataResponse)
-
-    def closed(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def sleep_until(start: float, seconds: float) -> None:
-    time.sleep(max(0.0, start + seconds - time.monotonic()))
-
 
 def test_a_client_that_does_not_reauthenticate_is_closed_after_the_lifetime(broker):
     process, port = broker
@@ -266,7 +188,7 @@ def test_reauthenticating_on_the_same_connection_renews_the_session(broker):
     renewed = client.login("alice")
     assert (renewed.error_code, renewed.session_lifetime_ms) == (0, REAUTH_MS)
     # a second re-authentication within a second is an ordinary SaslHandshake: refused, not fatal
-    early = client.call(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
+    early = client.handshake("PLAIN")
     assert early.error_code == 34                          # ILLEGAL_SASL_STATE
     sleep_until(started, 2.6)                              # past the first session's end
     assert client.metadata().brokers
@@ -290,8 +212,6 @@ def test_reauthenticating_with_another_mechanism_closes_the_connection(broker):
     _process, port = broker
     client = RawClient(port)
     client.login("alice")
-    handshake = client.call(SaslHandshakeRequest[1](mechanism="SCRAM-SHA-256"), SaslHandshakeResponse)
-    assert handshake.error_code == 0                       # Kafka accepts the handshake ...
-    assert client.call(SaslAuthenticateRequest[1](auth_bytes=b"n,,n=alice,r=abc"),
-                       SaslAuthenticateResponse) is None   # ... and closes at the next frame
+    assert client.handshake("SCRAM-SHA-256").error_code == 0          # Kafka accepts the handshake ...
+    assert client.authenticate(b"n,,n=alice,r=abc") is None          # ... and closes at the next frame
     client.close()

@@ -1,7 +1,9 @@
 """Produce N records with confluent-kafka and read them back in a consumer group: the check a
-user makes of a new listener or login (TLS, SASL)."""
+user makes of a new listener or login (TLS, SASL); and a producer and a consumer kept busy for a
+while, for what must survive on open connections (SASL re-authentication)."""
 from __future__ import annotations
 
+import collections
 import time
 
 from confluent_kafka import Consumer, Producer
@@ -27,6 +29,41 @@ def produce_and_consume(config: dict, topic: str, count: int, prefix: bytes) -> 
     return got
 
 
+def produce_while_consuming(config: dict, topic: str, seconds: float, group: str) -> tuple[int, list[bytes], list]:
+    """For ``seconds``, produce ``b"0"``, ``b"1"``, ... (acks=all) while a consumer in ``group``
+    reads ``topic`` from the beginning, long-polling for 100 ms at most; then flush and read the
+    rest (20 s at most).  (records sent, values read, delivery errors); both clients are closed."""
+    failed: list = []
+    producer = Producer({**config, "acks": "all", "linger.ms": 5})
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    sent = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"%d" % sent, on_delivery=lambda err, _m: err and failed.append(err))
+        sent += 1
+        producer.poll(0)
+        msg = consumer.poll(0.02)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    assert producer.flush(30) == 0
+    end = time.monotonic() + 20
+    while len(got) < sent and time.monotonic() < end:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    return sent, got, failed
+
+
+def check_each_once(got: list[bytes], count: int) -> None:
+    """Every value ``b"0"`` .. ``b"<count - 1>"`` read exactly once."""
+    repeated = [v for v, n in collections.Counter(got).items() if n > 1]
+    assert not repeated, f"read more than once: {repeated[:10]}"
+    assert sorted(int(v) for v in got) == list(range(count))
+
+
 def kafka_python_produce_and_consume(options: dict, topic: str, count: int, prefix: bytes) -> list[bytes]:
     """The same with kafka-python; ``options`` are its keyword arguments (bootstrap, security)."""
     from kafka import KafkaConsumer, KafkaProducer
@@ -36,8 +73,13 @@ def kafka_python_produce_and_consume(options: dict, topic: str, count: int, pref
     producer.flush(30)
     producer.close()
     consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **options)
+    got: list[bytes] = []
     try:
-        return [m.value for m in consumer]
+        for message in consumer:      # ends 10 s after the last record, or once all were read
+            got.append(message.value)
+            if len(got) == count:
+                break
+        return got
     finally:
         consumer.close()
 
