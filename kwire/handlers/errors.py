@@ -42,6 +42,9 @@ _PER_ENTRY = {
         {"error_code": code, "error_message": msg} for _ in r.creations]},
     31: lambda r, code, msg: {"throttle_time_ms": 0, "filter_results": [
         {"error_code": code, "error_message": msg, "matching_acls": []} for _ in r.filters]},
+    # Kafka answers a refused DescribeLogDirs with no log dirs; v1-2 have no place for the code
+    35: lambda r, code, msg: {"throttle_time_ms": 0, "results": [],
+                              **({"error_code": code} if r.API_VERSION >= 3 else {})},
     43: _elect_leaders,
     # one nameless result per user asked about, as Kafka answers (librdkafka 2.16 crashes
     # on a response with fewer results than users)
