@@ -45,8 +45,6 @@ EXCLUDED = {
         "ACL APIs (CreateAcls/DescribeAcls/DeleteAcls) are not implemented: kwire has no authorizer",
     "test/integration/test_admin_integration.py::test_elect_leaders":
         "ElectLeaders: a single node has no other replica to elect",
-    "test/integration/test_admin_integration.py::test_describe_log_dirs":
-        "DescribeLogDirs is not implemented",
     "test/integration/test_admin_integration.py::test_alter_replica_log_dirs":
         "AlterReplicaLogDirs is not implemented (one log dir, no replicas to move)",
     "test/integration/test_admin_integration.py::test_describe_metadata_quorum":
