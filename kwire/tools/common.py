@@ -17,9 +17,10 @@ kafka-python's errors), 2 bad arguments or an unreadable ``--command-config``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from kwire.admin.config_def import ConfigError
 from kwire.admin.properties import parse_properties
@@ -155,6 +156,22 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title:
     # a pipe gets the whole width: scripts and tests read every column
     Console(file=stream or sys.stdout, width=None if (stream or sys.stdout).isatty() else 250,
             highlight=False, soft_wrap=True).print(table)
+
+
+@contextlib.contextmanager
+def progress(args: argparse.Namespace, description: str, total: int, *, at_least: int = 1000,
+             stream=None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr for long work; yields ``advance(n)``.  Shown only on a terminal,
+    with ``--output table`` and for ``total >= at_least``, so short runs and scripts stay quiet."""
+    stream = stream or sys.stderr
+    if getattr(args, "output", "table") != "table" or total < at_least or not stream.isatty():
+        yield lambda n=1: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+    with Progress(console=Console(file=stream), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)
 
 
 def run(main: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:

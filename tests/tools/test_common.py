@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 
 import pytest
 
-from kwire.tools.common import UsageError, add_common_arguments, client_config, emit, unused_properties
+from kwire.tools.common import (UsageError, add_common_arguments, client_config, emit, progress,
+                                unused_properties)
 
 
 def parse(argv):
@@ -66,3 +68,18 @@ def test_emit_prints_a_table_or_one_json_document(capsys):
     assert [line.split() for line in lines[2:]] == [["orders", "3"], ["audit", "-"]]
     emit(parse(["--output", "json"]), [{"topic": "t"}], ["TOPIC"], [["t"]])
     assert json.loads(capsys.readouterr().out) == [{"topic": "t"}]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_shows_on_a_terminal_for_long_work_only():
+    quiet, shown = _Terminal(), _Terminal()
+    for args, total, stream in ((parse([]), 10, quiet), (parse(["--output", "json"]), 5000, quiet),
+                                (parse([]), 5000, io.StringIO()), (parse([]), 5000, shown)):
+        with progress(args, "resetting offsets", total, stream=stream) as advance:
+            advance(total)
+    assert quiet.getvalue() == ""
+    assert "resetting offsets" in shown.getvalue()
