@@ -60,7 +60,7 @@ from .scram import ScramCredentialStore, format_kafka_credential, kafka_config_c
 from .scram_service import (DELETE_MISSING, MECHANISM_TYPES, AlterResult, ScramDeletion, ScramService,
                             ScramUpsertion, UNACCEPTABLE_CREDENTIAL,
                             check_name_and_mechanism)
-from .zk import ZooKeeperUnavailable
+from .zk import ZooKeeperUnavailable, post_to_trio
 
 __all__ = ["CONFIG_USERS", "DEFAULT_ENTITY", "sanitize", "desanitize", "user_path", "updated_config",
            "changed_user", "UserConfigZnodes", "ZkScramService"]
@@ -291,20 +291,19 @@ class ZkScramService(ScramService):
 
     # -- from kazoo's thread ---------------------------------------------------------------
     def _post(self, fn) -> None:
-        try:
-            if self._token is not None:
-                self._token.run_sync_soon(fn)
-        except trio.RunFinishedError:
-            pass
+        post_to_trio(self._token, fn)
 
     def _watch_threadsafe(self, _event=None) -> None:
-        self._post(self._dirty.set)
+        self._post(self._wake)
 
     def _session_threadsafe(self, state) -> None:
         if state == KazooState.LOST:            # a new session has none of our watches
             self._post(self._session_lost)
         elif state == KazooState.CONNECTED:
-            self._post(self._dirty.set)
+            self._post(self._wake)
+
+    def _wake(self) -> None:        # the event current when this runs, not when it was posted
+        self._dirty.set()
 
     def _session_lost(self) -> None:
         self._reload = True

@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Callable
 
+import trio
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -29,6 +30,17 @@ logger = logging.getLogger("kwire.zk")
 # kwire: a broker asks for a controlled shutdown by creating /admin/controlled_shutdown/<id>
 # (Kafka's brokers send the ControlledShutdown RPC to the controller instead).
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+
+
+def post_to_trio(token, fn: Callable[[], None]) -> None:
+    """From kazoo's thread: run ``fn()`` soon on the Trio thread of ``token`` (a
+    ``trio.lowlevel.TrioToken``), the one way ZooKeeper events reach broker state.  Nothing
+    happens when ``token`` is None (not started yet) or its Trio run has finished."""
+    try:
+        if token is not None:
+            token.run_sync_soon(fn)
+    except trio.RunFinishedError:
+        pass
 
 
 class ZooKeeperUnavailable(Exception):
