@@ -145,12 +145,17 @@ def test_a_token_without_the_required_scope_is_refused(broker):
     assert "insufficient_scope" in message and "kafka" in message
 
 
+def python_client_options(bootstrap: str, provider) -> dict:
+    """kafka-python / aiokafka keyword arguments logging in with ``provider``'s tokens."""
+    return dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+                sasl_oauth_token_provider=provider)
+
+
 def test_kafka_python_with_a_token_provider(broker):
     _process, bootstrap, _reauth_port = broker
-    options = dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
-                   sasl_oauth_token_provider=TokenProvider())
-    assert kafka_python_produce_and_consume(options, "oauth-kafka-python", 20, b"kp-") == [
-        b"kp-%d" % i for i in range(20)]
+    got = kafka_python_produce_and_consume(python_client_options(bootstrap, TokenProvider()), "oauth-kafka-python",
+                                           20, b"kp-")
+    assert got == [b"kp-%d" % i for i in range(20)]
 
 
 def test_aiokafka_with_a_token_provider(broker):
@@ -160,10 +165,8 @@ def test_aiokafka_with_a_token_provider(broker):
         async def token(self):
             return token("alice")
     _process, bootstrap, _reauth_port = broker
-    options = dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
-                   sasl_oauth_token_provider=Provider())
-    assert aiokafka_produce_and_consume(options, "oauth-aiokafka", 20, b"aio-") == [
-        b"aio-%d" % i for i in range(20)]
+    got = aiokafka_produce_and_consume(python_client_options(bootstrap, Provider()), "oauth-aiokafka", 20, b"aio-")
+    assert got == [b"aio-%d" % i for i in range(20)]
 
 
 # --- the session ends with the token -------------------------------------------------------------

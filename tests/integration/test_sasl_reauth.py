@@ -68,6 +68,12 @@ class LogWatch:
         return self.text().count(f"re-authenticated as User:alice with {mechanism};")
 
 
+def python_client_options(port: int) -> dict:
+    """kafka-python / aiokafka keyword arguments logging in as alice with PLAIN."""
+    return dict(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+
+
 # --- stock clients ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
@@ -92,8 +98,7 @@ def test_kafka_python_reauthenticates_too(broker):
     from kafka import KafkaConsumer, KafkaProducer
     process, port = broker
     watch = LogWatch(process)
-    options = dict(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
-                   sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    options = python_client_options(port)
     producer = KafkaProducer(acks="all", **options)
     consumer = KafkaConsumer("reauth-kafka-python", group_id="g-kp", auto_offset_reset="earliest",
                              fetch_max_wait_ms=100, **options)
@@ -119,8 +124,7 @@ def test_aiokafka_does_not_reauthenticate_but_reconnects_transparently(broker):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     process, port = broker
     watch = LogWatch(process)
-    options = dict(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
-                   sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    options = python_client_options(port)
 
     async def scenario() -> tuple[int, list[bytes]]:
         producer = AIOKafkaProducer(acks="all", **options)

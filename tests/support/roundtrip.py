@@ -19,13 +19,19 @@ def produce_and_consume(config: dict, topic: str, count: int, prefix: bytes) -> 
     assert producer.flush(30) == 0
     consumer = Consumer({"group.id": f"g-{topic}", "auto.offset.reset": "earliest", **config})
     consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
+    got = read(consumer, [], count, 30)
+    consumer.close()
+    return got
+
+
+def read(consumer: Consumer, got: list[bytes], count: int, seconds: float, poll_s: float = 0.5) -> list[bytes]:
+    """Append the values ``consumer`` reads to ``got`` until it holds ``count`` or ``seconds`` have
+    passed; ``got``."""
+    deadline = time.monotonic() + seconds
     while len(got) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
+        msg = consumer.poll(poll_s)
         if msg is not None and msg.error() is None:
             got.append(msg.value())
-    consumer.close()
     return got
 
 
@@ -48,11 +54,7 @@ def produce_while_consuming(config: dict, topic: str, seconds: float, group: str
         if msg is not None and msg.error() is None:
             got.append(msg.value())
     assert producer.flush(30) == 0
-    end = time.monotonic() + 20
-    while len(got) < sent and time.monotonic() < end:
-        msg = consumer.poll(0.2)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
+    read(consumer, got, sent, 20, poll_s=0.2)
     consumer.close()
     return sent, got, failed
 
