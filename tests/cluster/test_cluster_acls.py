@@ -87,11 +87,12 @@ def create_one_partition_per_broker(cluster, topic: str) -> None:
     assert producer.flush(20) == 0
 
 
-def consume(cluster, broker: int, topic: str) -> list[bytes] | str:
+def consume(cluster, broker: int, topic: str, settings: dict | None = None) -> list[bytes] | str:
     """Read partition ``broker - 1`` (hosted by that broker alone) from the start, bootstrapped
-    on that broker: the first record, or the name of the error the consumer reports."""
-    consumer = Consumer({"bootstrap.servers": cluster.broker(broker).bootstrap, "group.id": "acl-readers",
-                         "enable.auto.commit": False})
+    on that broker (``settings``: another listener, a login): the first record, or the name of
+    the error the consumer reports."""
+    consumer = Consumer({"bootstrap.servers": cluster.broker(broker).bootstrap, **(settings or {}),
+                         "group.id": "acl-readers", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, broker - 1, OFFSET_BEGINNING)])
     try:
         deadline = time.monotonic() + 15
@@ -331,3 +332,38 @@ def test_a_broker_whose_zookeeper_session_expired_reads_every_acl_again(tmp_path
     finally:
         cluster.close()
         proxy.close()
+
+
+def test_a_sasl_users_acls_reach_every_broker(tmp_path):
+    """Clients log in with SASL/PLAIN on CLIENT; the brokers replicate over a PLAINTEXT INTERNAL
+    listener as User:ANONYMOUS, a super user there (as is ``admin``)."""
+    require_zookeeper()
+    properties = {**ACL_PROPERTIES, "allow.everyone.if.no.acl.found": "false",
+                  "super.users": "User:admin;User:ANONYMOUS", "inter.broker.listener.name": "INTERNAL",
+                  "sasl.enabled.mechanisms": "PLAIN",
+                  "listener.name.client.plain.sasl.jaas.config": (
+                      "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                      'user_admin="admin-secret" user_alice="alice-secret";')}
+    with ClusterProcess(3, properties=properties, listeners={"CLIENT": "SASL_PLAINTEXT", "INTERNAL": "PLAINTEXT"},
+                        data_dir=tmp_path) as cluster:
+        def login(user: str, broker: int) -> dict:
+            return {"bootstrap.servers": cluster.broker(broker).address("CLIENT"),
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                    "sasl.username": user, "sasl.password": f"{user}-secret"}
+
+        create_one_partition_per_broker(cluster, "alices")
+        admin = AdminClient(login("admin", 1))
+
+        def grant(resource_type: ResourceType, name: str, operation: AclOperation) -> None:
+            create_acls(admin, [AclBinding(resource_type, name, ResourcePatternType.LITERAL, "User:alice", "*",
+                                           operation, AclPermissionType.ALLOW)])
+            entry = (resource_type.name, name, "LITERAL", "User:alice", operation.name, "ALLOW")
+            wait_everywhere(cluster, lambda b: entry in described(cluster, b), f"{entry} on every broker")
+
+        grant(ResourceType.GROUP, "acl-readers", AclOperation.READ)
+        grant(ResourceType.TOPIC, "alices", AclOperation.WRITE)          # implies DESCRIBE, not READ
+        assert [consume(cluster, b, "alices", login("alice", b)) for b in (1, 2, 3)] == \
+            ["TOPIC_AUTHORIZATION_FAILED"] * 3
+        grant(ResourceType.TOPIC, "alices", AclOperation.READ)
+        assert [consume(cluster, b, "alices", login("alice", b)) for b in (1, 2, 3)] == \
+            [[b"record-0"], [b"record-1"], [b"record-2"]]
