@@ -174,6 +174,21 @@ def progress(args: argparse.Namespace, description: str, total: int, *, at_least
         yield lambda n=1: bar.advance(task, n)
 
 
+def kafka_style(argv: Sequence[str], actions: Mapping[str, str]) -> list[str]:
+    """Kafka's tools name their action with a flag (``kafka-topics.sh --describe --topic t``);
+    here it is a subcommand.  ``actions`` maps each flag to its subcommand
+    (``{"--describe": "describe"}``): exactly one such flag anywhere in ``argv`` moves to the
+    front as its subcommand; anything else is returned unchanged for argparse to judge."""
+    argv = list(argv)
+    if argv and argv[0] in actions.values():
+        return argv
+    flags = [a for a in argv if a in actions]
+    if len(flags) != 1:
+        return argv
+    argv.remove(flags[0])
+    return [actions[flags[0]], *argv]
+
+
 def run(main: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Call ``main(args)``; ToolError and kafka-python's errors -> a line on stderr and 1,
     UsageError -> 2.  Returns the exit code."""

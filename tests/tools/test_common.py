@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kwire.tools.common import (UsageError, add_common_arguments, client_config, emit, progress,
+from kwire.tools.common import (UsageError, add_common_arguments, client_config, emit, kafka_style, progress,
                                 unused_properties)
 
 
@@ -83,3 +83,14 @@ def test_progress_shows_on_a_terminal_for_long_work_only():
             advance(total)
     assert quiet.getvalue() == ""
     assert "resetting offsets" in shown.getvalue()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--bootstrap-server", "b:1", "--describe", "--topic", "t"],
+     ["describe", "--bootstrap-server", "b:1", "--topic", "t"]),
+    (["describe", "--topic", "t"], ["describe", "--topic", "t"]),
+    (["--list", "--describe"], ["--list", "--describe"]),          # two actions: argparse refuses them
+    (["--topic", "t"], ["--topic", "t"]),
+])
+def test_kafka_style_action_flags_become_subcommands(argv, expected):
+    assert kafka_style(argv, {"--list": "list", "--describe": "describe"}) == expected
