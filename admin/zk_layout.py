@@ -43,6 +43,9 @@ import json
 import uuid
 from typing import Any, Iterable, NamedTuple
 
+from .broker_config import Listener
+from .security_config import PROTOCOLS
+
 # -- paths -------------------------------------------------------------------------------------
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
@@ -151,28 +154,13 @@ def _int_list(value: Any, what: str) -> tuple[int, ...]:
 
 
 # -- /brokers/ids/<id> ---------------------------------------------------------------------------
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-class BrokerEndpoint(NamedTuple):
-    """One registered listener: ``listener://host:port`` and its security protocol."""
-    listener: str
-    host: str
-    port: int
-    protocol: str = "PLAINTEXT"
-
-    def connection_string(self) -> str:
-        # Kafka's Utils.formatAddress brackets IPv6 literals
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener}://{host}:{self.port}"
-
-
 @dataclasses.dataclass(frozen=True)
 class BrokerInfo:
     """A broker's registration. ``broker_id`` is the znode's name, not part of the JSON.
 
     ``endpoints`` are all its advertised listeners, in order (one PLAINTEXT listener at
-    ``host:port`` when not given).  ``host``/``port`` are the address of its first
+    ``host:port`` when not given), as the ``Listener`` of a broker's own configuration
+    (Kafka's EndPoint serves both too; ``str()`` is its ``NAME://host:port``).  ``host``/``port`` are the address of its first
     PLAINTEXT-protocol endpoint, else of its first endpoint: what a caller that knows no
     listener name reaches it by.  ``BrokerInfo.of`` builds one from endpoints."""
     broker_id: int
@@ -180,14 +168,14 @@ class BrokerInfo:
     port: int
     rack: str | None = None
     timestamp_ms: int = 0
-    endpoints: tuple[BrokerEndpoint, ...] = ()
+    endpoints: tuple[Listener, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.endpoints:
-            object.__setattr__(self, "endpoints", (BrokerEndpoint("PLAINTEXT", self.host, self.port),))
+            object.__setattr__(self, "endpoints", (Listener("PLAINTEXT", self.host, self.port),))
 
     @classmethod
-    def of(cls, broker_id: int, endpoints: Iterable[BrokerEndpoint], rack: str | None = None,
+    def of(cls, broker_id: int, endpoints: Iterable[Listener], rack: str | None = None,
            timestamp_ms: int = 0) -> "BrokerInfo":
         """Raises ValueError without endpoints."""
         endpoints = tuple(endpoints)
@@ -196,19 +184,19 @@ class BrokerInfo:
         first = _plaintext(endpoints) or endpoints[0]
         return cls(broker_id, first.host, first.port, rack, timestamp_ms, endpoints)
 
-    def endpoint(self, listener: str) -> BrokerEndpoint | None:
+    def endpoint(self, listener: str) -> Listener | None:
         """The endpoint of ``listener`` (a listener name), None when the broker has none."""
         for ep in self.endpoints:
-            if ep.listener == listener:
+            if ep.name == listener:
                 return ep
         return None
 
 
-def _plaintext(endpoints: Iterable[BrokerEndpoint]) -> BrokerEndpoint | None:
+def _plaintext(endpoints: Iterable[Listener]) -> Listener | None:
     return next((ep for ep in endpoints if ep.protocol == "PLAINTEXT"), None)
 
 
-def _parse_endpoint(endpoint: Any, protocols: dict[str, str] | None, what: str) -> BrokerEndpoint:
+def _parse_endpoint(endpoint: Any, protocols: dict[str, str] | None, what: str) -> Listener:
     """``LISTENER://host:port`` with its protocol from ``protocols`` (versions 4-5), or named by
     it (versions 2-3, whose listener names are protocol names), as Kafka's EndPoint reads it."""
     if not isinstance(endpoint, str) or "://" not in endpoint:
@@ -220,18 +208,18 @@ def _parse_endpoint(endpoint: Any, protocols: dict[str, str] | None, what: str) 
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     protocol = protocols.get(listener) if protocols is not None else listener
-    if protocol not in SECURITY_PROTOCOLS:
+    if protocol not in PROTOCOLS:
         raise ZnodeFormatError(f"{what}: no security protocol for listener {listener!r} "
                                f"(listener_security_protocol_map: {protocols})")
-    return BrokerEndpoint(listener, host, int(port), protocol)
+    return Listener(listener, host, int(port), protocol)
 
 
 def encode_broker(info: BrokerInfo) -> bytes:
     """Kafka's version 5 broker registration: every endpoint and its protocol."""
     plaintext = _plaintext(info.endpoints)
     obj: dict[str, Any] = {
-        "listener_security_protocol_map": {ep.listener: ep.protocol for ep in info.endpoints},
-        "endpoints": [ep.connection_string() for ep in info.endpoints],
+        "listener_security_protocol_map": {ep.name: ep.protocol for ep in info.endpoints},
+        "endpoints": [str(ep) for ep in info.endpoints],
         "jmx_port": -1,
         "features": {},
         "host": plaintext.host if plaintext else None,

@@ -24,6 +24,7 @@ fetchers and the transaction coordinator connect to another broker.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
@@ -136,7 +137,7 @@ class ClusterNode:
     def registration(self) -> layout.BrokerInfo:
         """This broker's /brokers/ids entry: every advertised listener, at its bound address
         (``broker.endpoints``, filled when the listeners were bound)."""
-        endpoints = [layout.BrokerEndpoint(listener.name, ep.host, ep.port, listener.protocol)
+        endpoints = [dataclasses.replace(listener, host=ep.host, port=ep.port)
                      for listener in self.broker.config.advertised_listeners
                      if (ep := self.broker.endpoints.get(listener.name)) is not None]
         return layout.BrokerInfo.of(self.node_id, endpoints, self.broker.config.value_of("broker.rack"),
@@ -160,7 +161,7 @@ class ClusterNode:
                 await trio.sleep(0.5)
         self._reregister = False
         logger.info("registered broker %d in ZooKeeper at %s", self.node_id,
-                    ", ".join(ep.connection_string() for ep in info.endpoints))
+                    ", ".join(str(ep) for ep in info.endpoints))
 
     def close(self) -> None:
         self.zk.stop()
@@ -311,7 +312,7 @@ class ClusterNode:
         ep = info.endpoint(self.peers.listener)
         if ep is None:
             raise PeerError(f"broker {broker_id} registered no endpoint for the inter-broker listener "
-                            f"{self.peers.listener} (it has {', '.join(e.listener for e in info.endpoints)})",
+                            f"{self.peers.listener} (it has {', '.join(e.name for e in info.endpoints)})",
                             logging.WARNING)
         return await self.peers.open(ep.host, ep.port, client_id, timeout_s)
 

@@ -19,6 +19,13 @@ def cluster(props: dict):
     return broker_config_from_properties({**CLUSTER, **props})
 
 
+def refusal(props: dict) -> str:
+    """The ConfigError message of a cluster broker configured with ``props``."""
+    with pytest.raises(ConfigError) as err:
+        cluster(props)
+    return str(err.value)
+
+
 def test_default_is_the_listener_named_plaintext():
     assert config().inter_broker_listener_name == "PLAINTEXT"
     c = cluster({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"})
@@ -49,17 +56,12 @@ def test_a_name_missing_from_the_protocol_map_is_refused():
 
 
 def test_in_a_cluster_the_listener_must_be_advertised():
-    with pytest.raises(ConfigError) as err:
-        cluster({**TWO_LISTENERS, "advertised.listeners": "CLIENT://b1.example:9093",
-                 "inter.broker.listener.name": "INTERNAL"})
-    assert "inter.broker.listener.name must be a listener name defined in advertised.listeners" in str(err.value)
-    assert "The valid options based on currently configured listeners are CLIENT" in str(err.value)
-
-
-def test_in_a_cluster_without_a_plaintext_listener_the_default_is_refused_with_a_hint():
-    with pytest.raises(ConfigError) as err:
-        cluster(TWO_LISTENERS)
-    message = str(err.value)
+    message = refusal({**TWO_LISTENERS, "advertised.listeners": "CLIENT://b1.example:9093",
+                       "inter.broker.listener.name": "INTERNAL"})
+    assert "inter.broker.listener.name must be a listener name defined in advertised.listeners" in message
+    assert "The valid options based on currently configured listeners are CLIENT" in message
+    # without the name: the listener named after security.inter.broker.protocol, with a hint
+    message = refusal(TWO_LISTENERS)
     assert "security.inter.broker.protocol" in message and "the listener named PLAINTEXT" in message
     assert "CLIENT,INTERNAL" in message
 
@@ -84,9 +86,7 @@ def test_a_sasl_inter_broker_listener_with_an_enabled_mechanism(mechanism):
 
 
 def test_kafkas_default_gssapi_is_refused_saying_what_kwire_logs_in_with():
-    with pytest.raises(ConfigError) as err:
-        cluster(SASL)
-    message = str(err.value)
+    message = refusal(SASL)
     assert "sasl.mechanism.inter.broker.protocol" in message and "GSSAPI" in message
     assert "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" in message
 

@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from kwire.admin import zk_layout as z
-from kwire.admin.zk_layout import BrokerEndpoint, BrokerInfo, PartitionState, ZnodeFormatError
+from kwire.admin.broker_config import Listener
+from kwire.admin.zk_layout import BrokerInfo, PartitionState, ZnodeFormatError
 
 
 def test_paths_are_kafkas():
@@ -51,7 +52,7 @@ def test_broker_prefers_plaintext_listener_through_protocol_map():
                        "listener_security_protocol_map": {"SECURE": "SSL", "CLIENT": "PLAINTEXT"}}).encode()
     info = z.decode_broker(data, 2)
     assert (info.host, info.port, info.rack, info.timestamp_ms) == ("h", 9092, "dc1", 1)
-    assert info.endpoints == (BrokerEndpoint("SECURE", "h", 9093, "SSL"), BrokerEndpoint("CLIENT", "h", 9092))
+    assert info.endpoints == (Listener("SECURE", "h", 9093, "SSL"), Listener("CLIENT", "h", 9092))
 
 
 # Kafka 2.8's KafkaZkClient.registerBroker for listeners=CLIENT://...,INTERNAL://... without a
@@ -60,8 +61,8 @@ KAFKA_BROKER_V5_SECURE = (b'{"listener_security_protocol_map":{"CLIENT":"SASL_SS
                           b'"endpoints":["CLIENT://b1.example:9093","INTERNAL://10.0.0.1:9094"],"jmx_port":-1,'
                           b'"features":{},"host":null,"timestamp":"1700000000000","port":-1,"version":5,'
                           b'"rack":"r1"}')
-SECURE_ENDPOINTS = (BrokerEndpoint("CLIENT", "b1.example", 9093, "SASL_SSL"),
-                    BrokerEndpoint("INTERNAL", "10.0.0.1", 9094, "SSL"))
+SECURE_ENDPOINTS = (Listener("CLIENT", "b1.example", 9093, "SASL_SSL"),
+                    Listener("INTERNAL", "10.0.0.1", 9094, "SSL"))
 
 
 def test_broker_with_only_secured_listeners_encodes_null_host_and_port_minus_one():
@@ -73,10 +74,10 @@ def test_broker_with_only_secured_listeners_encodes_null_host_and_port_minus_one
 
 
 def test_broker_every_listener_is_reachable_by_name():
-    endpoints = (*SECURE_ENDPOINTS, BrokerEndpoint("PLAIN", "::1", 9092, "PLAINTEXT"))
+    endpoints = (*SECURE_ENDPOINTS, Listener("PLAIN", "::1", 9092, "PLAINTEXT"))
     info = z.decode_broker(z.encode_broker(BrokerInfo.of(3, endpoints)), 3)
-    assert info.endpoint("INTERNAL") == ("INTERNAL", "10.0.0.1", 9094, "SSL")
-    assert info.endpoint("PLAIN") == ("PLAIN", "::1", 9092, "PLAINTEXT")
+    assert info.endpoint("INTERNAL") == Listener("INTERNAL", "10.0.0.1", 9094, "SSL")
+    assert info.endpoint("PLAIN") == Listener("PLAIN", "::1", 9092, "PLAINTEXT")
     assert info.endpoint("EXTERNAL") is None
     got = json.loads(z.encode_broker(info))
     assert (got["host"], got["port"]) == ("::1", 9092)      # the PLAINTEXT-protocol endpoint's
@@ -87,8 +88,8 @@ def test_broker_every_listener_is_reachable_by_name():
 def test_broker_v2_endpoints_are_named_by_their_protocol():
     data = b'{"version":2,"host":"h","port":9092,"jmx_port":-1,"timestamp":"5",' \
            b'"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"]}'
-    assert z.decode_broker(data, 4).endpoints == (BrokerEndpoint("PLAINTEXT", "h", 9092),
-                                                  BrokerEndpoint("SSL", "h", 9093, "SSL"))
+    assert z.decode_broker(data, 4).endpoints == (Listener("PLAINTEXT", "h", 9092),
+                                                  Listener("SSL", "h", 9093, "SSL"))
 
 
 def test_broker_listener_without_a_protocol_is_a_format_error():

@@ -5,6 +5,7 @@ cluster would have.  Who the server took the peer for is read back the way it de
 everything: the cluster operations the authorizer grants it (super users all, others none)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -75,6 +76,17 @@ def run_with_broker(props: dict, scenario) -> None:
     trio.run(main)
 
 
+@contextlib.asynccontextmanager
+async def connected(peers: PeerConnector, broker, listener: str):
+    """(connection, endpoint) to ``broker``'s ``listener`` through ``peers``; closed after."""
+    ep = broker.endpoints[listener]
+    conn = await peers.open(ep.host, ep.port, "kwire-replica-1", 5)
+    try:
+        yield conn, ep
+    finally:
+        await conn.aclose()
+
+
 async def cluster_operations(conn: PeerConnection) -> set:
     """The cluster operations the authorizer grants the principal of ``conn`` (DescribeCluster's
     authorized_operations bits)."""
@@ -92,9 +104,7 @@ def test_a_broker_reaches_each_listener_as_its_own_principal(tls, tmp_path, list
     peers = connector(props, listener, **overrides)
 
     async def scenario(broker):
-        ep = broker.endpoints[listener]
-        conn = await peers.open(ep.host, ep.port, "kwire-replica-1", 5)
-        try:
+        async with connected(peers, broker, listener) as (conn, ep):
             assert (type(conn) is PeerConnection) == (listener == "PLAINTEXT")     # nothing added to PLAINTEXT
             # a super user (the broker's DN, or User:admin), but User:ANONYMOUS on PLAINTEXT
             assert bool(await cluster_operations(conn)) == (listener != "PLAINTEXT")
@@ -102,8 +112,6 @@ def test_a_broker_reaches_each_listener_as_its_own_principal(tls, tmp_path, list
                                           include_cluster_authorized_operations=False,
                                           include_topic_authorized_operations=False)
             assert [(b.host, b.port) for b in metadata.brokers] == [(ep.host, ep.port)]   # this listener's
-        finally:
-            await conn.aclose()
     run_with_broker(props, scenario)
 
 
@@ -118,12 +126,8 @@ def test_a_principal_that_is_not_a_super_user_gets_no_cluster_operation(tls, tmp
 
     async def scenario(broker):
         for peers, listener in ((as_alice_tls, "MTLS"), (as_alice_sasl, "SASL")):
-            ep = broker.endpoints[listener]
-            conn = await peers.open(ep.host, ep.port, "kwire-replica-9", 5)
-            try:
+            async with connected(peers, broker, listener) as (conn, _ep):
                 assert await cluster_operations(conn) == set()
-            finally:
-                await conn.aclose()
     run_with_broker(props, scenario)
 
 
@@ -156,10 +160,9 @@ def test_refused_logins_and_certificates_are_peer_errors_worth_a_warning(tls, tm
             await connector(props, "MTLS").open(ep.host, ep.port, "kwire-replica-1", 5)
         assert err.value.log_level == logging.WARNING
         # ssl.endpoint.identification.algorithm empty: the chain is checked, the host name is not
-        conn = await connector(props, "MTLS", **{"ssl.endpoint.identification.algorithm": ""}).open(
-            ep.host, ep.port, "kwire-replica-1", 5)
-        assert await cluster_operations(conn)
-        await conn.aclose()
+        unverified = connector(props, "MTLS", **{"ssl.endpoint.identification.algorithm": ""})
+        async with connected(unverified, broker, "MTLS") as (conn, _ep):
+            assert await cluster_operations(conn)
     run_with_broker(other_host, wrong_host)
 
 
@@ -170,16 +173,14 @@ def test_a_peer_logs_in_again_before_its_session_ends(tls, tmp_path):
     peers = connector(props, "SASL", **{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"})
 
     async def scenario(broker):
-        ep = broker.endpoints["SASL"]
-        conn = await peers.open(ep.host, ep.port, "kwire-replica-1", 5)
         logins = 0
-        deadline = trio.current_time() + 3.5
-        while trio.current_time() < deadline:
-            before = conn.reauth_at
-            assert await cluster_operations(conn)
-            logins += conn.reauth_at != before
-            await trio.sleep(0.1)
-        await conn.aclose()
+        async with connected(peers, broker, "SASL") as (conn, _ep):
+            deadline = trio.current_time() + 3.5
+            while trio.current_time() < deadline:
+                before = conn.reauth_at
+                assert await cluster_operations(conn)
+                logins += conn.reauth_at != before
+                await trio.sleep(0.1)
         assert logins >= 2
     run_with_broker(props, scenario)
 

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kwire.admin.zk_layout import BrokerEndpoint, BrokerInfo, PartitionState
+from kwire.admin.broker_config import Listener
+from kwire.admin.zk_layout import BrokerInfo, PartitionState
 from kwire.handlers.groups import cluster_coordinator_entry
 from kwire.handlers.metadata import broker_entries, cluster_partition_entries, partition_entries
 from kwire.zk import Snapshot, TopicMeta
@@ -45,9 +46,9 @@ COORDINATOR_NOT_AVAILABLE = 15
 
 
 def secured(broker_id: int, *, internal_only: bool = False) -> BrokerInfo:
-    endpoints = [BrokerEndpoint("INTERNAL", "10.0.0.%d" % broker_id, 9094, "SSL")]
+    endpoints = [Listener("INTERNAL", "10.0.0.%d" % broker_id, 9094, "SSL")]
     if not internal_only:
-        endpoints.insert(0, BrokerEndpoint("CLIENT", "b%d.example" % broker_id, 9093, "SASL_SSL"))
+        endpoints.insert(0, Listener("CLIENT", "b%d.example" % broker_id, 9093, "SASL_SSL"))
     return BrokerInfo.of(broker_id, endpoints, rack="r%d" % broker_id)
 
 
