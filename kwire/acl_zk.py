@@ -51,7 +51,7 @@ from kwire.codecs.errors import ErrorCode
 
 from .blocking import run_detached
 from .clock import now_ms
-from .zk import ZooKeeperClient
+from .zk import ZooKeeperClient, post_to_trio
 
 logger = logging.getLogger("kwire.acls")
 
@@ -352,10 +352,7 @@ class ZkAclService:
         self._reload = True
 
     def _post(self, fn) -> None:
-        try:
-            self._token.run_sync_soon(fn)
-        except trio.RunFinishedError:
-            pass
+        post_to_trio(self._token, fn)
 
     # - writes -
     async def create(self, bindings: list[AclBinding]) -> list[AclError]:

@@ -286,6 +286,15 @@ def test_zookeeper_down_fails_the_request_and_applies_nothing(cluster):
         cluster.zookeeper.start()
     cluster.wait_until_ready()
     assert all(not entries("while-zk-down") & described(cluster, b) for b in (1, 2, 3))
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        assert zk.exists("/kafka-acl/Topic/while-zk-down") is None        # nothing reached ZooKeeper
+        assert b"TOPIC:while-zk-down" not in {zk.get(f"/kafka-acl-changes/{n}")[0]
+                                              for n in zk.get_children("/kafka-acl-changes")}
+    finally:
+        zk.stop()
+        zk.close()
 
     # ZooKeeper back: the same request succeeds and reaches every broker
     wait_for(lambda: _created(admin, bindings), 20, "CreateAcls to succeed again")
