@@ -116,6 +116,7 @@ class ClusterNode:
         registered and has applied the cluster's state.  Raises BrokerIdInUse."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self.broker.acls.run)      # every ACL loaded before this broker serves
             await nursery.start(self.broker.scram.run)     # SCRAM users, before any login
             await self._register()
             await self.reconcile()
