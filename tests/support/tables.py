@@ -1,0 +1,34 @@
+"""Read back the tables the operator commands print (kwire.tools.common.print_table).
+
+rich prints a table as an optional title line, a header line, a rule of ``─`` and one line
+per row, cells apart by two spaces or more.  ``tables(text)`` returns each table in ``text``
+as ``{"title": str | None, "columns": [...], "rows": [{column: cell}]}``.  A line of one cell
+under a table of several columns (a title, a message) ends the table.  An empty cell cannot
+be told from the gap around it: such a row's cells shift left (tests avoid relying on them).
+"""
+from __future__ import annotations
+
+import re
+
+
+def cells(line: str) -> list[str]:
+    return [c for c in re.split(r" {2,}", line.strip()) if c]
+
+
+def tables(text: str) -> list[dict]:
+    lines = text.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.strip() and set(line.strip()) == {"─"}]
+    found = []
+    for n, i in enumerate(rules):
+        columns = cells(lines[i - 1])
+        above = lines[i - 2] if i >= 2 else ""
+        title = above.strip() if len(cells(above)) == 1 else None
+        end = rules[n + 1] - 1 if n + 1 < len(rules) else len(lines)
+        rows = []
+        for line in lines[i + 1:end]:
+            values = cells(line)
+            if not values or (len(values) == 1 and len(columns) > 1):
+                break
+            rows.append(dict(zip(columns, values)))
+        found.append({"title": title, "columns": columns, "rows": rows})
+    return found
