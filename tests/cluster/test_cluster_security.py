@@ -23,7 +23,8 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+from confluent_kafka import TopicPartition as Assignment
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
@@ -184,6 +185,36 @@ def test_acks_all_over_sasl_ssl_survives_kill_9_of_a_leader(cluster, pki):
     # back on its port and data: it catches up over TLS and rejoins every ISR
     cluster.start_broker(victim)
     wait_full_isrs(cluster.zookeeper.connect, "secure-orders", timeout=60)
+
+
+def test_transaction_markers_reach_the_other_leaders_through_the_inter_broker_listener(cluster, pki):
+    # partitions led by all three brokers: the coordinator writes the markers of two of them
+    # with WriteTxnMarkers over INTERNAL; read_committed sees a partition only once its marker is in
+    config = client_config(cluster, pki)
+    create(cluster, pki, "secure-txn", replication_factor=3)
+    wait_full_isrs(cluster.zookeeper.connect, "secure-txn")
+    assert {s["leader"] for s in partition_states(cluster.zookeeper.connect, "secure-txn").values()} == {1, 2, 3}
+    producer = Producer({**config, "transactional.id": "secure-txn-1", "linger.ms": 5})
+    producer.init_transactions(60)
+    for label, commit in (("kept", True), ("dropped", False)):
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce("secure-txn", f"{label}-{i}".encode(), partition=i % 3)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    consumer = Consumer({**config, "group.id": "secure-txn-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([Assignment("secure-txn", p, OFFSET_BEGINNING) for p in range(3)])
+    got: list[bytes] = []
+    quiet = deadline = time.monotonic() + 30
+    while time.monotonic() < min(deadline, quiet):
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+            if len(got) >= 30:
+                quiet = time.monotonic() + 2          # a little longer, for anything aborted
+    consumer.close()
+    assert sorted(got) == sorted(f"kept-{i}".encode() for i in range(30))
 
 
 def test_a_follower_whose_principal_lacks_cluster_action_does_not_replicate(cluster, pki):
