@@ -82,7 +82,8 @@ class PeerConnector:
 
     async def open(self, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> PeerConnection:
         """A connection to ``host:port`` of the inter-broker listener, secured and logged in.
-        Raises PeerError (WARNING level for a refused certificate or login)."""
+        Raises PeerError (WARNING level for a refused certificate or login).  Cancel-safe: a
+        cancelled or failed open closes what it opened."""
         if self.protocol == "PLAINTEXT":
             return await PeerConnection.open(host, port, client_id, timeout_s)
         try:
