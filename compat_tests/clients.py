@@ -160,6 +160,7 @@ class KafkaPython(Client):
 # ----------------------------------------------------------------------------- confluent-kafka
 class Confluent(Client):
     name = "confluent-kafka"
+    requires = "confluent_kafka"
 
     def _error(self, err) -> ClientError:
         code = err.code()
@@ -329,6 +330,7 @@ class Confluent(Client):
 # ----------------------------------------------------------------------------- aiokafka
 class AioKafka(Client):
     name = "aiokafka"
+    requires = "aiokafka"
 
     def _run(self, coro, timeout=30):
         async def bounded():

@@ -7,6 +7,7 @@ broker.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import threading
 import time
 import uuid
@@ -190,17 +191,31 @@ class Member:
         self._thread.join(timeout)
 
 
+NOT_INSTALLED = "not installed (pip install 'kwire[compat]')"
+
+
+def missing_module(name: str) -> bool:
+    """True when the Python module ``name`` cannot be imported here (an extra not installed)."""
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
 class Client:
     name = "?"
     codecs: tuple[str, ...] = CODECS
     per_record_headers = True
     sets_timestamps = True
     has_admin = True
+    requires: str | None = None     # the Python library the client is (from the [compat] extra)
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
 
     def unavailable(self) -> str | None:
+        if self.requires is not None and missing_module(self.requires):
+            return f"{self.requires}: {NOT_INSTALLED}"
         return None
 
     def close(self) -> None:

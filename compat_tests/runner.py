@@ -23,7 +23,7 @@ import time
 from .clients import AioKafka, Confluent, KafkaPython
 from .external import KafkaJS, Kcat
 from .java import JavaClient
-from .model import Client, ClientError, Fail, Setup, Skip
+from .model import NOT_INSTALLED, Client, ClientError, Fail, Setup, Skip
 from .scenarios import SCENARIOS
 
 
@@ -75,6 +75,8 @@ def run_one(client: Client, name: str, env: Env) -> dict:
             status, reason = "fail", str(exc) or "assertion failed"
         except ClientError as exc:
             status, reason = "fail", f"client error {exc.code}: {exc}"
+        except ModuleNotFoundError as exc:     # e.g. a compression codec's library
+            status, reason = "skip", f"{exc.name}: {NOT_INSTALLED}"
         except Exception as exc:
             status, reason = "fail", f"{type(exc).__name__}: {exc}"
     return {"client": client.name, "scenario": name, "status": status,

@@ -50,3 +50,25 @@ def test_allow_list_parses_and_matches():
     assert report.unexpected("kwire", [fail]) == [fail]
     skip = {"client": "kcat", "scenario": "admin", "status": "skip", "reason": "x"}
     assert report.unexpected("kwire", [skip]) == []
+
+
+def test_a_client_library_that_is_not_installed_is_a_skip_not_a_fail(tmp_path):
+    # Hide confluent-kafka and aiokafka from every process of the run (the workers too), as
+    # on a machine where kwire is installed without the [compat] extra.
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['confluent_kafka'] = None\nsys.modules['aiokafka'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    with kwire.testing.broker() as b:
+        run = subprocess.run([sys.executable, "-m", "kwire", "compat", "-q", "--bootstrap", b.bootstrap,
+                              "--clients", "confluent-kafka,aiokafka,kafka-python", "--scenarios", "round_trip",
+                              "--json", str(tmp_path / "r.json")],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ModuleNotFoundError" not in run.stdout + run.stderr
+    cells = {r["client"]: (r["status"], r["reason"]) for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert cells == {"confluent-kafka": ("skip", "confluent_kafka: not installed (pip install 'kwire[compat]')"),
+                     "aiokafka": ("skip", "aiokafka: not installed (pip install 'kwire[compat]')"),
+                     "kafka-python": ("pass", None)}
