@@ -61,13 +61,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_command_config(path: str | None) -> dict[str, str]:
     """The properties of ``--command-config`` (none: empty).  Raises UsageError."""
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            return {k: v.strip() for k, v in parse_properties(f.read()).items()}
-    except (OSError, ConfigError) as exc:
-        raise UsageError(f"--command-config {path}: {exc}") from None
+    return read_properties_file(path, "--command-config")
 
 
 def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -76,6 +70,13 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     a property kafka-python cannot honour (a JKS or PKCS12 store, a JAAS module it lacks)."""
     props = read_command_config(getattr(args, "command_config", None))
     config: dict[str, Any] = {"bootstrap_servers": args.bootstrap_server.split(",")}
+    config.update(_security_keywords(props))
+    config.update(extra)
+    return config
+
+
+def _security_keywords(props: Mapping[str, str]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
     for key, value in props.items():
         if key in _DIRECT:
             name, convert = _DIRECT[key]
@@ -87,13 +88,84 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     config.update(_ssl_files(props))
     if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
         config["ssl_check_hostname"] = False
-    config.update(extra)
     return config
 
 
 def unused_properties(props: Mapping[str, str]) -> list[str]:
     """Keys of ``--command-config`` that nothing here reads (reported, never fatal)."""
     return sorted(k for k in props if k not in _DIRECT and k not in _KNOWN)
+
+
+# kafka-python keywords that are objects, or set by the tools themselves, never from a property
+_NOT_PROPERTIES = {"bootstrap_servers", "key_serializer", "value_serializer", "key_deserializer",
+                   "value_deserializer", "partitioner", "selector", "ssl_context", "socket_options",
+                   "metric_reporters", "kafka_client", "sasl_oauth_token_provider", "api_version",
+                   "default_offset_commit_callback", "partition_assignment_strategy",
+                   "sasl_plain_username", "sasl_plain_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile"}
+
+
+def java_client_keywords(props: Mapping[str, str], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The Java client's properties (``--producer-property linger.ms=5``, a ``--producer.config``
+    file) as keywords of one kafka-python client, whose ``DEFAULT_CONFIG`` is ``defaults``: the
+    security ones as for ``--command-config``, and each other ``a.b.c`` whose ``a_b_c`` that client
+    has, in the type of its default (``true``/``false``, numbers; ``acks=all``,
+    ``compression.type=none``).  Returns the keywords and, sorted, the names with no kafka-python
+    counterpart (Kafka's clients warn about unknown ones too).  Raises UsageError for a value
+    of the wrong type."""
+    config = _security_keywords(props)
+    unknown = []
+    for key, value in props.items():
+        name = key.replace(".", "_")
+        if key in _DIRECT or key in _KNOWN:
+            continue
+        if name not in defaults or name in _NOT_PROPERTIES:
+            unknown.append(key)
+            continue
+        try:
+            config[name] = _typed(key, value.strip(), defaults[name])
+        except ValueError:
+            raise UsageError(f"{key}={value!r} is not valid") from None
+    return config, sorted(unknown)
+
+
+def _typed(key: str, value: str, default: Any) -> Any:
+    if key == "acks":
+        return -1 if value.lower() == "all" else int(value)
+    if key == "compression.type":
+        return None if value.lower() == "none" else value.lower()
+    if isinstance(default, bool):
+        if value.lower() not in ("true", "false"):
+            raise ValueError(value)
+        return value.lower() == "true"
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
+
+
+def key_value_args(values: Iterable[str] | None, option: str) -> dict[str, str]:
+    """``["k=v", ...]`` of a repeatable option (``--property``, ``--producer-property``) as a
+    dict; the value is everything after the first ``=``.  Raises UsageError without one."""
+    out = {}
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{option} {item!r}: expected key=value")
+        out[key.strip()] = value
+    return out
+
+
+def read_properties_file(path: str | None, option: str) -> dict[str, str]:
+    """A Java properties file named by ``option`` (``--producer.config``); none: empty.
+    Raises UsageError."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {k: v.strip() for k, v in parse_properties(f.read()).items()}
+    except (OSError, ConfigError) as exc:
+        raise UsageError(f"{option} {path}: {exc}") from None
 
 
 def _jaas_credentials(props: Mapping[str, str]) -> dict[str, str]:

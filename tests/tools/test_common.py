@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kwire.tools.common import (UsageError, add_common_arguments, client_config, emit, kafka_style, progress,
-                                unused_properties)
+from kwire.tools.common import (UsageError, add_common_arguments, client_config, emit, java_client_keywords,
+                                kafka_style, key_value_args, progress, unused_properties)
 
 
 def parse(argv):
@@ -94,3 +94,31 @@ def test_progress_shows_on_a_terminal_for_long_work_only():
 ])
 def test_kafka_style_action_flags_become_subcommands(argv, expected):
     assert kafka_style(argv, {"--list": "list", "--describe": "describe"}) == expected
+
+
+def test_java_client_properties_become_keywords_of_that_client():
+    from kafka import KafkaConsumer, KafkaProducer
+    keywords, unknown = java_client_keywords(
+        {"acks": "all", "linger.ms": "5", "enable.idempotence": "FALSE", "compression.type": "none",
+         "transactional.id": "tx", "buffer.memory": "1000", "key.serializer": "org.Foo",
+         "security.protocol": "ssl", "ssl.truststore.location": "/etc/ca.pem"},
+        KafkaProducer.DEFAULT_CONFIG)
+    assert keywords == {"acks": -1, "linger_ms": 5, "enable_idempotence": False, "compression_type": None,
+                        "transactional_id": "tx", "security_protocol": "SSL", "ssl_cafile": "/etc/ca.pem"}
+    assert unknown == ["buffer.memory", "key.serializer"]
+    keywords, unknown = java_client_keywords({"isolation.level": "read_committed", "max.poll.records": "7",
+                                              "group.id": "g", "fetch.max.wait.ms": "100"},
+                                             KafkaConsumer.DEFAULT_CONFIG)
+    assert keywords == {"isolation_level": "read_committed", "max_poll_records": 7, "group_id": "g",
+                        "fetch_max_wait_ms": 100}
+    for bad in ({"linger.ms": "soon"}, {"enable.idempotence": "yes"}, {"acks": "some"}):
+        with pytest.raises(UsageError, match="is not valid"):
+            java_client_keywords(bad, KafkaProducer.DEFAULT_CONFIG)
+
+
+def test_key_value_args_split_at_the_first_equals_sign():
+    assert key_value_args(["a=1", "b=x=y", "c="], "--property") == {"a": "1", "b": "x=y", "c": ""}
+    assert key_value_args(None, "--property") == {}
+    for bad in ("novalue", "=v"):
+        with pytest.raises(UsageError, match="--property"):
+            key_value_args([bad], "--property")
