@@ -1,10 +1,12 @@
-"""kwire groups without a broker: reset-offsets' arithmetic (Kafka's rules)."""
+"""kwire groups without a broker: reset-offsets' arithmetic (Kafka's rules) and the arguments
+refused before any connection is made."""
 from __future__ import annotations
 
 import pytest
 from kafka.structs import TopicPartition
 
 from kwire.tools.group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets
+from kwire.tools.groups import kafka_style, main
 
 T0 = 1704067200000          # 2024-01-01T00:00:00Z
 
@@ -95,3 +97,36 @@ def test_a_time_after_the_last_record_falls_back_to_the_log_end():
     result = plan("to_datetime", T0, by_timestamp={P0: 4, P1: -1, P2: -1})
     assert result.offsets == {P0: 4, P1: 10, P2: 0}
     assert result.warnings[0] == "Warn: Partition 1 from topic t is empty. Falling back to latest known offset."
+
+
+def test_kafkas_spelling_of_the_actions():
+    assert kafka_style(["--describe", "--group", "g", "--members"]) == ["describe", "--group", "g", "--members"]
+    assert kafka_style(["--bootstrap-server", "h:1", "--list"]) == ["list", "--bootstrap-server", "h:1"]
+    assert kafka_style(["describe", "--group", "g"]) == ["describe", "--group", "g"]
+
+
+NOWHERE = ["--bootstrap-server", "127.0.0.1:1"]     # never reached: these are refused first
+
+
+@pytest.mark.parametrize("argv, complaint", [
+    (["describe"], "one of the arguments --group --all-groups is required"),
+    (["describe", "--group", "g", "--members", "--state"], "not allowed with"),
+    (["reset-offsets", "--group", "g", "--all-topics"], "--to-earliest"),
+    (["reset-offsets", "--group", "g", "--to-latest"], "--topic --all-topics"),
+    (["reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--to-latest"], "not allowed with"),
+    (["reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--dry-run", "--execute"], "not allowed"),
+    (["reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "noon"], "--to-datetime 'noon'"),
+    (["reset-offsets", "--group", "g", "--all-topics", "--by-duration", "1h"], "--by-duration '1h'"),
+    (["reset-offsets", "--group", "g", "--topic", "t:x", "--to-latest"], "Invalid partition 'x'"),
+    (["delete-offsets", "--group", "g", "--group", "h", "--topic", "t"], "one --group"),
+    (["delete-offsets", "--group", "g"], "--topic"),
+    (["list", "--state", "stable,sleepy"], "Invalid state list 'stable,sleepy'. Valid states are: "),
+])
+def test_bad_arguments_exit_2_before_connecting(capsys, argv, complaint):
+    assert main(argv + NOWHERE) == 2
+    assert complaint in capsys.readouterr().err
+
+
+def test_an_unreachable_broker_exits_1_within_the_timeout(capsys):
+    assert main(["list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "300"]) == 1
+    assert "kwire: " in capsys.readouterr().err
