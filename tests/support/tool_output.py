@@ -1,5 +1,10 @@
-"""Read back the tables the operator commands print (kwire.tools.common.print_table).
+"""Run an operator command (``kwire topics|configs|...``'s ``main``) and read back what it printed.
 
+``run_tool(main, bootstrap, capsys, *argv)`` is (exit code, stdout, stderr) of
+``main([*argv, "--bootstrap-server", bootstrap])``; ``run_tool_json`` the document it printed
+with ``--output json`` (it must succeed).
+
+The tables (kwire.tools.common.print_table):
 rich prints a table as an optional title line, a header line, a rule of ``─`` and one line
 per row, cells apart by two spaces or more.  ``tables(text)`` returns each table in ``text``
 as ``{"title": str | None, "columns": [...], "rows": [{column: cell}]}``.  A line of one cell
@@ -8,6 +13,7 @@ be told from the gap around it: such a row's cells shift left (tests avoid relyi
 """
 from __future__ import annotations
 
+import json
 import re
 
 
@@ -32,3 +38,15 @@ def tables(text: str) -> list[dict]:
             rows.append(dict(zip(columns, values)))
         found.append({"title": title, "columns": columns, "rows": rows})
     return found
+
+
+def run_tool(main, bootstrap: str, capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([*argv, "--bootstrap-server", bootstrap])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_tool_json(main, bootstrap: str, capsys, *argv: str):
+    code, out, err = run_tool(main, bootstrap, capsys, *argv, "--output", "json")
+    assert code == 0, err
+    return json.loads(out)

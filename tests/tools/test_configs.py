@@ -13,7 +13,7 @@ import kwire.testing
 from kwire.tools.common import UsageError
 from kwire.tools.configs import main, parse_add_config, parse_delete_config
 from kwire.tools.topics import main as topics_main
-from tests.support.tables import tables
+from tests.support.tool_output import run_tool, run_tool_json, tables
 
 clients = pytest.mark.clients      # these start a broker; the parser tests stay in the fast lane
 
@@ -25,15 +25,11 @@ def broker():
 
 
 def configs(broker, capsys, *argv: str) -> tuple[int, str, str]:
-    code = main([*argv, "--bootstrap-server", broker.bootstrap])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_tool(main, broker.bootstrap, capsys, *argv)
 
 
 def configs_json(broker, capsys, *argv: str):
-    code, out, err = configs(broker, capsys, *argv, "--output", "json")
-    assert code == 0, err
-    return json.loads(out)
+    return run_tool_json(main, broker.bootstrap, capsys, *argv)
 
 
 def new_topic(broker, capsys, *config: str) -> str:

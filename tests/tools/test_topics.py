@@ -5,7 +5,6 @@ the tests check the printed tables, the JSON documents, the exit codes and Kafka
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from kafka.admin import KafkaAdminClient
 
 import kwire.testing
 from kwire.tools.topics import kafka_topic_id, main, topic_filter
-from tests.support.tables import tables
+from tests.support.tool_output import run_tool, run_tool_json, tables
 
 clients = pytest.mark.clients      # these start a broker; the pure ones below stay in the fast lane
 RECORDS = 40
@@ -35,15 +34,11 @@ def name(prefix: str = "t") -> str:
 
 def topics(broker, capsys, *argv: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``kwire topics argv --bootstrap-server <broker>``."""
-    code = main([*argv, "--bootstrap-server", broker.bootstrap])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_tool(main, broker.bootstrap, capsys, *argv)
 
 
 def topics_json(broker, capsys, *argv: str):
-    code, out, err = topics(broker, capsys, *argv, "--output", "json")
-    assert code == 0, err
-    return json.loads(out)
+    return run_tool_json(main, broker.bootstrap, capsys, *argv)
 
 
 def produce(broker, topic: str, partitions: int) -> None:
