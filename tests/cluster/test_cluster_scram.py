@@ -2,7 +2,10 @@
 set through any broker, every broker knows them; written by Kafka's own tools straight into
 ZooKeeper, every broker picks them up; nothing half-written is acknowledged when ZooKeeper
 is gone.  Users are managed with ``kwire scram`` and confluent-kafka's AdminClient, read back
-per broker with DescribeUserScramCredentials sent to that broker, and in ZooKeeper with kazoo."""
+per broker with DescribeUserScramCredentials sent to that broker, and in ZooKeeper with kazoo.
+The last test logs in: a user created through broker 1 produces and consumes through broker 3's
+SASL_PLAINTEXT listener (confluent-kafka with SCRAM-SHA-512, kafka-python with SCRAM-SHA-256),
+and once deleted is refused."""
 from __future__ import annotations
 
 import contextlib
@@ -14,14 +17,17 @@ import subprocess
 import sys
 import time
 
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kazoo.client import KazooClient
 
 from kwire.scram import format_kafka_credential, scram_credential
 from kwire.testing_cluster import send_request
-from tests.support.counting import wait_for
+from tests.support.counting import create_topic, wait_for
+from tests.support.roundtrip import produce_and_consume
 
 SHA256, SHA512 = 1, 2
 RESOURCE_NOT_FOUND, REQUEST_TIMED_OUT = 91, 7
@@ -230,3 +236,74 @@ def test_a_broker_cut_off_from_zookeeper_catches_up_after_the_heal(isolatable_cl
     finally:
         cluster.heal()
     every_broker_describes(cluster, {"henry": {SHA256: 4096}}, timeout=30)
+
+
+# -- end to end: SASL/SCRAM logins on every broker ---------------------------------------------
+SASL_LISTENERS = {"PLAINTEXT": "PLAINTEXT", "CLIENT": "SASL_PLAINTEXT"}
+
+
+def scram_login(bootstrap: str, user: str, password: str, mechanism: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+def login_error(config: dict, timeout: float = 10) -> KafkaError | None:
+    """None once a confluent-kafka client with ``config`` has logged in and read Metadata,
+    else the error librdkafka reports (an _AUTHENTICATION error for a refused login)."""
+    errors: list[KafkaError] = []
+    producer = Producer({**config, "error_cb": errors.append})
+    try:
+        producer.list_topics(timeout=timeout)
+        return None
+    except KafkaException as exc:
+        producer.poll(0.5)                  # error_cb is served by poll
+        refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        return (refused or errors or [exc.args[0]])[0]
+
+
+def test_a_user_created_through_broker_1_logs_in_on_broker_3_until_deleted(cluster_factory):
+    cluster = cluster_factory(3, listeners=SASL_LISTENERS, properties={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        "connection.failed.authentication.delay.ms": "50"})
+    create_topic(cluster.bootstrap, "scram-e2e", partitions=3, rf=3)
+    broker3 = cluster.broker(3).address("CLIENT")
+    alice = scram_login(broker3, "alice", "alice-secret", "SCRAM-SHA-512")
+    assert login_error(alice, timeout=5).code() == KafkaError._AUTHENTICATION      # no such user yet
+
+    kwire_scram(cluster.broker(1).bootstrap, "set", "--user", "alice", "--mechanism", "SCRAM-SHA-512",
+                "--password", "alice-secret")
+    assert alter(cluster.broker(1).bootstrap, [UserScramCredentialUpsertion(
+        "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret")]) == {"bob": None}
+    wait_for(lambda: login_error(alice, timeout=2) is None, 2, "alice's first login on broker 3")
+    read = produce_and_consume(alice, "scram-e2e", 20, b"alice-")      # three partitions: any order
+    assert sorted(read) == sorted(b"alice-%d" % i for i in range(20))
+
+    producer = KafkaProducer(bootstrap_servers=broker3, security_protocol="SASL_PLAINTEXT", acks="all",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
+                             sasl_plain_password="bob-secret")
+    sent = [producer.send("scram-e2e", b"bob-%d" % i, partition=0) for i in range(10)]
+    producer.flush(30)
+    assert all(f.get(timeout=10).topic == "scram-e2e" for f in sent)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker3, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
+                             sasl_plain_password="bob-secret", auto_offset_reset="earliest",
+                             consumer_timeout_ms=10000)
+    consumer.assign([TopicPartition("scram-e2e", 0)])
+    read = []
+    for record in consumer:             # partition 0 also holds some of alice's records
+        if record.value.startswith(b"bob-"):
+            read.append(record.value)
+        if len(read) == 10:
+            break
+    consumer.close()
+    assert read == [b"bob-%d" % i for i in range(10)]
+
+    kwire_scram(cluster.broker(1).bootstrap, "delete", "--user", "alice", "--mechanism", "SCRAM-SHA-512")
+    took = every_broker_describes(cluster, {"bob": {SHA256: 4096}})
+    assert took < 2.0, f"the deletion reached every broker after {took:.2f} s"
+    refused = login_error(alice, timeout=2)
+    assert refused is not None and refused.code() == KafkaError._AUTHENTICATION, refused
+    assert "SASL authentication error" in refused.str(), refused
+    assert "SASL authentication failed" in cluster.broker(3).log_text()
+    assert "alice-secret" not in cluster.broker(3).log_text()
