@@ -13,6 +13,7 @@ from kwire.admin.broker_config import ConfigError, load_broker_config, parse_ove
 
 from .allocator import tune_for_broker
 from .broker import Broker
+from .logs import FORMATS, configure as configure_logging
 from .peer_security import PeerConnector
 from .secure_listeners import listener_context
 from .server import serve
@@ -25,7 +26,9 @@ def parse_args(argv):
     s.add_argument("properties", nargs="?", help="a server.properties file")
     s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override one property (repeatable)")
-    s.add_argument("--log-level", default="INFO")
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING or ERROR")
+    s.add_argument("--log-format", choices=FORMATS, default="text",
+                   help="text: one readable line per event (default); json: one JSON object per line")
     for name, (_module, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser.parse_args(argv)
@@ -61,8 +64,11 @@ def main(argv=None) -> int:
         import importlib
         return importlib.import_module(DELEGATED[argv[0]][0]).main(argv[1:])
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        configure_logging(args.log_level, args.log_format)
+    except ValueError as exc:
+        print(f"kwire: {exc}", file=sys.stderr)
+        return 2
     try:
         config = load_broker_config(args.properties, parse_overrides(args.override))
     except (ConfigError, OSError) as exc:
