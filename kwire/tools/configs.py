@@ -27,10 +27,8 @@ import re
 import sys
 from typing import Sequence
 
-from kwire.admin.config_def import ConfigError
-from kwire.admin.properties import parse_properties
-
-from .common import ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, print_table, run
+from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, print_table,
+                     read_properties_file, run)
 from .topics import check
 
 ACTIONS = {"--describe": "describe", "--alter": "alter"}
@@ -83,13 +81,7 @@ def entity(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def parse_add_config(entries: Sequence[str], file: str | None) -> dict[str, str]:
     """kafka-configs.sh's --add-config (``k=v,k2=[v1,v2]``) and --add-config-file."""
-    configs: dict[str, str] = {}
-    if file:
-        try:
-            with open(file, encoding="utf-8") as f:
-                configs.update({k: v.strip() for k, v in parse_properties(f.read()).items()})
-        except (OSError, ConfigError) as exc:
-            raise UsageError(f"--add-config-file {file}: {exc}") from None
+    configs = read_properties_file(file, "--add-config-file")
     for text in entries:
         for item in _ENTRY_SEPARATOR.split(text):
             pair = _KEY_VALUE.split(item)

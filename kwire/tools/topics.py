@@ -26,10 +26,10 @@ import base64
 import re
 import sys
 import uuid
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, print_table,
-                     progress, run)
+from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
+                     key_value_args, print_table, progress, run)
 
 ACTIONS = {f"--{name}": name for name in ("list", "describe", "create", "delete", "alter")}
 BATCH = 100                 # topics described per round of requests
@@ -92,16 +92,6 @@ def topic_filter(pattern: str | None, exclude_internal: bool):
             return False
         return regex is None or regex.fullmatch(name) is not None
     return allowed
-
-
-def parse_configs(entries: Iterable[str]) -> dict[str, str]:
-    configs = {}
-    for entry in entries:
-        key, sep, value = entry.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--config {entry!r}: expected KEY=VALUE")
-        configs[key.strip()] = value.strip()
-    return configs
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -279,7 +269,7 @@ def create(args: argparse.Namespace) -> None:
     if not _TOPIC_CHARS.fullmatch(name):
         raise UsageError(f"Topic name '{name}' is illegal, it contains a character other than "
                          "ASCII alphanumerics, '.', '_' and '-'")
-    configs = parse_configs(args.config)
+    configs = {k: v.strip() for k, v in key_value_args(args.config, "--config").items()}
     if "." in name or "_" in name:
         warn("due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
              "collide. To avoid issues it is best to use either, but not both.")
