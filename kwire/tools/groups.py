@@ -26,12 +26,12 @@ from typing import Any, Iterable, Sequence
 
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, print_table,
-                     progress, run)
+from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
+                     print_table, progress, run)
 from .group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets, tp_name
 
 COMMANDS = ("list", "describe", "reset-offsets", "delete", "delete-offsets")
-_KAFKA_ACTIONS = {f"--{c}": c for c in COMMANDS}
+KAFKA_ACTIONS = {f"--{c}": c for c in COMMANDS}      # kafka-consumer-groups.sh --describe ...
 # Kafka's GroupState.groupStatesForType(CONSUMER), the states --state accepts
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 INACTIVE = ("Empty", "Dead")
@@ -529,21 +529,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def kafka_style(argv: Sequence[str]) -> list[str]:
-    """kafka-consumer-groups.sh's spelling, ``--describe --group G``, as ``describe --group G``."""
-    argv = list(argv)
-    actions = [a for a in argv if a in _KAFKA_ACTIONS]
-    if argv and argv[0] not in COMMANDS and len(actions) == 1:
-        argv.remove(actions[0])
-        argv.insert(0, _KAFKA_ACTIONS[actions[0]])
-    return argv
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``kwire groups ...``; returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(kafka_style(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(kafka_style(sys.argv[1:] if argv is None else argv, KAFKA_ACTIONS))
     except SystemExit as exc:                 # --help (0) or bad arguments (2)
         return int(exc.code or 0)
     return run(_execute, args)
