@@ -208,3 +208,32 @@ def test_topic_ids_are_spelled_as_kafka_does():
     assert kafka_topic_id("00000000-0000-0000-0000-000000000000") == "AAAAAAAAAAAAAAAAAAAAAA"
     assert kafka_topic_id("fb8d0d4f-5f36-4b9f-a2f8-0e1bd76b2a51") == "-40NT182S5-i-A4b12sqUQ"
     assert kafka_topic_id(None) is None
+
+
+@clients
+def test_without_describe_on_the_cluster_sizes_are_unknown_but_the_rest_is_shown(tmp_path, capsys):
+    from confluent_kafka.admin import AclOperation, ResourceType
+
+    from tests.support.acl_broker import AclBroker
+    with AclBroker(tmp_path / "broker") as b:
+        topic = name("guarded")
+        admin_props = tmp_path / "admin.properties"
+        alice_props = tmp_path / "alice.properties"
+        for path, user in ((admin_props, "admin"), (alice_props, "alice")):
+            path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                            f'username="{user}" password="{user}-secret";\n')
+        code, _, err = run_tool(main, b.bootstrap, capsys, "create", "--topic", topic, "--partitions", "2",
+                                "--command-config", str(admin_props))
+        assert code == 0, err
+        b.allow("alice", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+        code, out, err = run_tool(main, b.bootstrap, capsys, "describe", "--topic", topic,
+                                  "--command-config", str(alice_props))
+        assert code == 0, err
+        assert "sizes unknown" in err
+        rows = tables(out)[1]["rows"]
+        assert [(r["Partition"], r["LogEndOffset"], r["Size"]) for r in rows] == [("0", "0", "-"), ("1", "0", "-")]
+        # the super user sees the sizes
+        [doc] = run_tool_json(main, b.bootstrap, capsys, "describe", "--topic", topic,
+                              "--command-config", str(admin_props))["topics"]
+        assert [p["size_bytes"] for p in doc["partitions"]] == [0, 0]
