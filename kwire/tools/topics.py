@@ -171,6 +171,8 @@ def describe(args: argparse.Namespace) -> None:
     if args.output == "json":
         emit(args, {"topics": described}, [], [])
         return
+    if not described:            # kafka-topics.sh prints nothing either, not empty tables
+        return
     print_table(["Topic", "TopicId", "PartitionCount", "ReplicationFactor", "Configs"],
                 [[t["name"], t["topic_id"], t["partition_count"], t["replication_factor"],
                   ",".join(f"{k}={v}" for k, v in t["configs"].items())] for t in described])

@@ -95,6 +95,10 @@ def test_describe_after_a_known_workload_shows_offsets_and_sizes(broker, capsys)
         assert p["replica_sizes"] == {"1": on_disk}
     code, out, err = topics(broker, capsys, "describe", "--topic", topic)
     rows = tables(out)[1]["rows"]
+    # a single healthy broker: no partition is under-replicated or without a leader
+    for only in ("--under-replicated-partitions", "--unavailable-partitions"):
+        assert topics(broker, capsys, "describe", "--topic", topic, only) == (0, "", "")
+        assert topics_json(broker, capsys, "describe", "--topic", topic, only) == {"topics": []}
     assert [(r["LogStartOffset"], r["LogEndOffset"]) for r in rows] == [("0", str(RECORDS))] * 2
     assert all(r["Size"].endswith("KiB") and float(r["Size"].split()[0]) > 0 for r in rows)
 
