@@ -19,7 +19,7 @@ from typing import Any, Mapping
 # broker through this module alone.
 from .config_def import (  # noqa: F401
     INT_MAX, LONG_MAX, ConfigError, ConfigKey, ConfigType, Validator, at_least, between, format_value,
-    invalid, one_of, parse_value, split_list, subset_of,
+    host_port, invalid, one_of, parse_value, split_host_port, split_list, subset_of,
 )
 from .properties import parse_overrides, parse_properties  # noqa: F401
 from .security_config import SECURITY_KEYS, SERVED_PROTOCOLS, is_listener_override
@@ -240,6 +240,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               ignored="kwire uses the OS default"),
     ConfigKey("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF; -1 for the OS default.",
               ignored="kwire uses the OS default"),
+    # kwire: Kafka has no such key (its metrics reach Prometheus through the JMX exporter agent).
+    ConfigKey("prometheus.listener", T.STRING, None,
+              "kwire-specific: HOST:PORT where the broker serves Prometheus metrics at /metrics, named "
+              "as the Prometheus JMX exporter renders Kafka's; unset (the default) serves none.",
+              host_port()),
 ]}
 BROKER_KEYS.update({k.name: k for k in SECURITY_KEYS})
 

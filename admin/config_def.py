@@ -80,6 +80,30 @@ def subset_of(*allowed: str) -> Validator:
     return check
 
 
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]*):([0-9]{1,5})")
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT``; an empty host = all interfaces) as (host, port), the host
+    without brackets.  Raises ValueError for anything else or a port above 65535."""
+    m = _HOST_PORT.fullmatch(text.strip())
+    if m is None or int(m.group(2)) > 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def host_port() -> Validator:
+    """A ``HOST:PORT`` address (``split_host_port``); null passes."""
+    def check(name: str, value: Any) -> None:
+        if value is None:
+            return
+        try:
+            split_host_port(value)
+        except ValueError:
+            raise invalid(name, value, "Expected HOST:PORT, e.g. 127.0.0.1:9404") from None
+    return check
+
+
 # -- types ---------------------------------------------------------------------------------
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
