@@ -7,6 +7,9 @@ DescribeUserScramCredentials (kafka-python's admin client)::
     python -m kwire.scram_cli --bootstrap-server localhost:9092 describe [--user alice ...]
     python -m kwire.scram_cli --bootstrap-server localhost:9092 delete --user alice --mechanism SCRAM-SHA-256
 
+In a cluster any broker will do: the users are kept in ZooKeeper (/config/users) and every
+broker follows them within a second or so.
+
 The password never reaches the broker: the client salts it (random salt, PBKDF2 of
 ``--iterations`` rounds) and sends the salted password.  ``--password-file F`` reads the
 first line of F (``-``: standard input) so the password stays out of the process list.

@@ -1,5 +1,7 @@
 """SCRAM credentials of a single-node broker: the store the SASL listeners read, its file,
 and what AlterUserScramCredentials (51) and DescribeUserScramCredentials (50) do to it.
+A cluster broker keeps them in ZooKeeper instead (kwire.scram_zk.ZkScramService, the same
+rules, no file).
 
 File: ``<first log dir>/__kwire_scram_credentials.json``, ``ScramCredentialStore.to_json``'s
 layout (kwire.scram)::

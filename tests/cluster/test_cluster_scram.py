@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError
 
 from kwire.scram import format_kafka_credential, scram_credential
 from kwire.testing_cluster import send_request
@@ -200,19 +202,20 @@ def test_without_zookeeper_an_alteration_fails_per_user_and_changes_nothing(clus
 
 
 def alter_directly(address: str, upsert: dict[str, bytes] | None = None, delete: tuple[str, ...] = (),
-                   timeout: float = 20) -> tuple[list, float]:
-    """AlterUserScramCredentials sent to the broker at ``address`` itself (SCRAM-SHA-256
-    upsertions of {user: password}, salted as a client salts them, and deletions):
+                   timeout: float = 20, mechanism: int = SHA256) -> tuple[list, float]:
+    """AlterUserScramCredentials sent to the broker at ``address`` itself (upsertions of
+    {user: password}, salted as a client salts them, and deletions, all for ``mechanism``):
     ([(user, error_code)], seconds to the answer).  A client's admin API would send it to
     any broker of the cluster, the isolated one included."""
     R = AlterUserScramCredentialsRequest[0]
+    digest = {SHA256: "sha256", SHA512: "sha512"}[mechanism]
     upsertions = []
     for user, password in (upsert or {}).items():
         salt = os.urandom(32)
-        upsertions.append(R.ScramCredentialUpsertion(name=user, mechanism=SHA256, iterations=4096, salt=salt,
-                                                     salted_password=hashlib.pbkdf2_hmac("sha256", password,
+        upsertions.append(R.ScramCredentialUpsertion(name=user, mechanism=mechanism, iterations=4096, salt=salt,
+                                                     salted_password=hashlib.pbkdf2_hmac(digest, password,
                                                                                          salt, 4096)))
-    request = R(deletions=[R.ScramCredentialDeletion(name=u, mechanism=SHA256) for u in delete],
+    request = R(deletions=[R.ScramCredentialDeletion(name=u, mechanism=mechanism) for u in delete],
                 upsertions=upsertions)
     start = time.monotonic()
     response = send_request(address, request, timeout).to_dict()
@@ -237,6 +240,58 @@ def test_a_broker_cut_off_from_zookeeper_catches_up_after_the_heal(isolatable_cl
         cluster.heal()
     every_broker_describes(cluster, {"henry": {SHA256: 4096}}, timeout=30)
 
+
+def test_concurrent_writers_of_the_same_user_znodes_lose_nothing(cluster):
+    """Brokers 1 and 2 write the same user znodes at once, one mechanism each, while a quota
+    tool (kazoo, read-modify-write on the znode version) keeps changing a quota in them: the
+    writes that lose a race read again, so every user ends with both credentials and the
+    tool's last quota."""
+    users = [f"user-{i}" for i in range(8)]
+    with zookeeper(cluster) as zk:
+        for u in users:
+            zk.create(f"/config/users/{u}", b'{"version":1,"config":{"producer_byte_rate":"0"}}')
+    outcomes: list = []
+    last_quota: dict[str, int] = {}
+    stop = threading.Event()
+
+    def alter_through(broker: int, mechanism: int) -> None:
+        for _ in range(3):
+            outcomes.append(alter_directly(cluster.broker(broker).bootstrap, dict.fromkeys(users, b"pw"),
+                                           mechanism=mechanism)[0])
+
+    def quota_tool() -> None:
+        with zookeeper(cluster) as zk:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                for u in users:
+                    while True:
+                        data, stat = zk.get(f"/config/users/{u}")
+                        znode = json.loads(data)
+                        znode["config"]["producer_byte_rate"] = str(n)
+                        try:
+                            zk.set(f"/config/users/{u}", json.dumps(znode).encode(), version=stat.version)
+                            last_quota[u] = n
+                            break
+                        except BadVersionError:
+                            continue
+    tool = threading.Thread(target=quota_tool)
+    tool.start()
+    writers = [threading.Thread(target=alter_through, args=args) for args in ((1, SHA256), (2, SHA512))]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join(60)
+    stop.set()
+    tool.join(30)
+    assert len(outcomes) == 6 and all(result == [(u, 0) for u in users] for result in outcomes), outcomes
+    every_broker_describes(cluster, {u: {SHA256: 4096, SHA512: 4096} for u in users})
+    with zookeeper(cluster) as zk:
+        for u in users:
+            config = user_znode(zk, u)["config"]
+            assert sorted(config) == ["SCRAM-SHA-256", "SCRAM-SHA-512", "producer_byte_rate"], config
+            assert config["producer_byte_rate"] == str(last_quota[u])
+        assert sum(n["entity_path"] == "users/user-0" for n in notifications(zk)) == 6
 
 # -- end to end: SASL/SCRAM logins on every broker ---------------------------------------------
 SASL_LISTENERS = {"PLAINTEXT": "PLAINTEXT", "CLIENT": "SASL_PLAINTEXT"}
