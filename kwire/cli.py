@@ -55,6 +55,9 @@ DELEGATED = {
     "compat": ("kwire.compat_tests.cli", "run the client x scenario compatibility matrix against a broker"),
     "dev-cluster": ("kwire.dev_cluster", "start ZooKeeper and N replicated brokers on loopback (Ctrl-C stops them)"),
     "scram": ("kwire.scram_cli", "set, delete or describe SCRAM users on a running broker (kafka-configs.sh --entity-type users)"),
+    "topics": ("kwire.tools.topics", "list, describe, create, alter or delete topics (kafka-topics.sh)"),
+    "groups": ("kwire.tools.groups", "list, describe, reset offsets of or delete consumer groups (kafka-consumer-groups.sh)"),
+    "configs": ("kwire.tools.configs", "describe or alter topic and broker configs (kafka-configs.sh)"),
 }
 
 
