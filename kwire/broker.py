@@ -16,6 +16,7 @@ from .blocking import run_blocking
 from .cleaner_service import CleanerService
 from .clock import Clock, WallClock
 from .fetch_sessions import FetchSessionCache
+from .metrics import BrokerMetrics
 from .scram_service import ScramService
 from .group_service import GroupService
 from .txn_service import TransactionService
@@ -45,6 +46,9 @@ class Broker:
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self._replica_waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self.connections = 0
+        # prometheus.listener: the request path's counters (kwire.metrics); None, they cost nothing
+        self.metrics = BrokerMetrics() if config.value_of("prometheus.listener") else None
+        self.metrics_endpoint: tuple[str, int] | None = None      # (host, port) serving /metrics
         self.fetch_sessions = FetchSessionCache(config.value_of("max.incremental.fetch.session.cache.slots"))
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)

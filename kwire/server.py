@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import socket
+from time import perf_counter
 from typing import Awaitable, Callable
 
 import trio
@@ -456,6 +457,8 @@ class Connection:
     async def handle_request(self, header, handler, request) -> list | Deferred | None:
         """The response parts (None: no response), or a Deferred whose ``complete()``
         returns them."""
+        metrics = self.broker.metrics
+        started = perf_counter() if metrics is not None else 0.0
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
                              self.principal, self.sasl, self.host)
@@ -469,8 +472,11 @@ class Connection:
             return await handler.func(ctx, request)
         fields = await self.answer(header, request, call)
         if type(fields) is Deferred:
-            return Deferred(functools.partial(self.complete_deferred, header, request, fields))
-        return None if fields is None else self.encode_response(header, request, fields)
+            return Deferred(functools.partial(self.complete_deferred, header, request, fields, started))
+        parts = None if fields is None else self.encode_response(header, request, fields)
+        if metrics is not None:
+            metrics.request_done(header.api_key, header.api_version, started, request)
+        return parts
 
     def check_cluster_acls(self, header) -> None:
         """The API's cluster-level ACL checks (kwire.admin.acl_operations.cluster_gate); an API
@@ -485,9 +491,12 @@ class Connection:
                         ErrorCode(code).name)
             raise KafkaApiError(ErrorCode(code), "Cluster authorization failed.")
 
-    async def complete_deferred(self, header, request, deferred: Deferred) -> list | None:
+    async def complete_deferred(self, header, request, deferred: Deferred, started: float = 0.0) -> list | None:
         fields = await self.answer(header, request, deferred.complete)
-        return None if fields is None else self.encode_response(header, request, fields)
+        parts = None if fields is None else self.encode_response(header, request, fields)
+        if self.broker.metrics is not None:
+            self.broker.metrics.request_done(header.api_key, header.api_version, started, request)
+        return parts
 
     async def answer(self, header, request, call):
         """``await call()``, with a KafkaApiError or a failure mapped to the error response's
@@ -589,6 +598,8 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
         await stream.aclose()
         return
     broker.connections += 1
+    if broker.metrics is not None:
+        broker.metrics.connection_opened(listener.name)
     conn = None
     peer = peer_name(stream)      # now: once the client has gone, the socket no longer says
     try:
@@ -616,6 +627,8 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
         if conn is not None:
             conn.release_budget()
         broker.connections -= 1
+        if broker.metrics is not None:
+            broker.metrics.connection_closed(listener.name)
         with trio.move_on_after(1) as scope:
             scope.shield = True
             try:
@@ -679,6 +692,10 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
             await nursery.start(broker.cleaner.run)
             await nursery.start(broker.groups.run_timers)
             await nursery.start(broker.transactions.run_timers)
+            if broker.metrics is not None:
+                from .metrics_http import serve_metrics       # prometheus_client only when asked for
+                broker.metrics_endpoint = await nursery.start(
+                    serve_metrics, broker, broker.config.value_of("prometheus.listener"))
             logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,
                         bound_port, broker.cluster_id)
             task_status.started((bound_host, bound_port))

@@ -417,6 +417,8 @@ async def handle_fetch(ctx, request):
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await park(ctx, waited_partitions(responses), deadline, replica_id >= 0)
+    if ctx.broker.metrics is not None and replica_id < 0:
+        ctx.broker.metrics.fetched(responses)
     materialize(responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
@@ -449,6 +451,8 @@ async def session_fetch(ctx, request, replica_id: int, read_committed: bool,
         responses = incremental_topics(context.session, read)
     elif type(context) is Full:
         session_id = new_session(ctx, request, context, responses)
+    if ctx.broker.metrics is not None and replica_id < 0:
+        ctx.broker.metrics.fetched(responses)
     materialize(responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": responses}
 

@@ -37,11 +37,23 @@ def append_partition(ctx, topic_name: str, data, flushes: list, waits: list, ack
     plog = ctx.broker.logs.partition(topic_name, data.index)
     if plog is None:
         return partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    entry, result = append_to(ctx, plog, topic_name, data, flushes, waits, acks)
+    metrics = ctx.broker.metrics
+    if metrics is not None:        # kwire.metrics: Kafka's BrokerTopicMetrics
+        if result is None:
+            metrics.produce_failed(topic_name, entry["error_code"])
+        else:
+            metrics.produced(topic_name, result.record_count, len(data.records))
+    return entry
+
+
+def append_to(ctx, plog, topic_name: str, data, flushes: list, waits: list, acks: int) -> tuple[dict, object]:
+    """(the partition's response entry, the AppendResult or None when it failed)."""
     if ctx.broker.logs.get(topic_name).internal:
         return partition_error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                               f"cannot append to internal topic {topic_name}")
+                               f"cannot append to internal topic {topic_name}"), None
     if data.records is None:
-        return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records")
+        return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records"), None
     cluster = ctx.broker.cluster
     try:
         if cluster is not None:      # replicated: only the leader appends (kwire.replication)
@@ -52,7 +64,7 @@ def append_partition(ctx, topic_name: str, data, flushes: list, waits: list, ack
         # One validation pass over the batches, including zstd before v7 (KIP-110).
         result = plog.append(data.records, now_ms=ctx.broker.clock.now_ms(), produce_version=ctx.api_version)
     except KafkaApiError as exc:
-        return partition_error(data.index, exc.code, exc.message, _record_errors(exc))
+        return partition_error(data.index, exc.code, exc.message, _record_errors(exc)), None
     if result.needs_flush:
         flushes.append(plog)
     if cluster is not None:
@@ -61,7 +73,7 @@ def append_partition(ctx, topic_name: str, data, flushes: list, waits: list, ack
             waits.append((tp, leader, result.last_offset + 1))
     return {"index": data.index, "error_code": 0, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
-            "record_errors": [], "error_message": None}
+            "record_errors": [], "error_message": None}, result
 
 
 async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> None:
