@@ -63,7 +63,8 @@ class Broker:
             self.cluster = ClusterNode(self)
             self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
             # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
-            self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000)
+            self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
+                                        log_dir=config.log_dirs[0])
 
     @property
     def cluster_id(self) -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import urllib.parse
 from typing import Callable, Mapping
@@ -57,9 +58,8 @@ from kwire.codecs.errors import ErrorCode
 
 from . import blocking
 from .scram import ScramCredentialStore, format_kafka_credential, kafka_config_credentials
-from .scram_service import (DELETE_MISSING, MECHANISM_TYPES, AlterResult, ScramDeletion, ScramService,
-                            ScramUpsertion, UNACCEPTABLE_CREDENTIAL,
-                            check_name_and_mechanism)
+from .scram_service import (DELETE_MISSING, FILE_NAME, MECHANISM_TYPES, UNACCEPTABLE_CREDENTIAL, AlterResult,
+                            ScramDeletion, ScramService, ScramUpsertion, check_name_and_mechanism)
 from .zk import ZooKeeperUnavailable, post_to_trio
 
 __all__ = ["CONFIG_USERS", "DEFAULT_ENTITY", "sanitize", "desanitize", "user_path", "updated_config",
@@ -275,8 +275,10 @@ class ZkScramService(ScramService):
     started (``nursery.start``) once the session is up and before the listeners serve.
     """
 
-    def __init__(self, zk, timeout_s: float, **store_kwargs):    # no super().__init__: no file
+    def __init__(self, zk, timeout_s: float, *, log_dir: str | os.PathLike | None = None,
+                 **store_kwargs):    # no super().__init__: no file
         self.path = None
+        self._single_node_file = os.path.join(os.fspath(log_dir), FILE_NAME) if log_dir else None
         self.store = ScramCredentialStore(**store_kwargs)
         self._lock = trio.Lock()
         self.znodes = UserConfigZnodes(zk.client, timeout_s)
@@ -287,7 +289,11 @@ class ZkScramService(ScramService):
         self.changed = trio.Event()         # set after each read of ZooKeeper applied
 
     def load(self) -> None:
-        """Nothing to read at open: ``run`` loads the users from ZooKeeper."""
+        """Nothing to read at open (``run`` loads the users from ZooKeeper), but a credential
+        file left by this broker's single-node past is named in a warning: it is not read."""
+        if self._single_node_file and os.path.exists(self._single_node_file):
+            logger.warning("SCRAM: %s is ignored in cluster mode, where users are kept in ZooKeeper "
+                           "(/config/users); set them again with kwire scram", self._single_node_file)
 
     # -- from kazoo's thread ---------------------------------------------------------------
     def _post(self, fn) -> None:

@@ -8,6 +8,7 @@ SASL_PLAINTEXT listener (confluent-kafka with SCRAM-SHA-512, kafka-python with S
 and once deleted is refused."""
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -27,6 +28,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
 
 from kwire.scram import format_kafka_credential, scram_credential
+from kwire.scram_service import FILE_NAME
 from kwire.testing_cluster import send_request
 from tests.support.counting import create_topic, wait_for
 from tests.support.roundtrip import produce_and_consume
@@ -158,19 +160,24 @@ def test_users_survive_restarts_and_a_broker_that_was_down_loads_them(cluster):
     cluster.stop(3)
     kwire_scram(cluster.broker(2).bootstrap, "set", "--user", "erin", "--mechanism", "SCRAM-SHA-512",
                 "--password", "erin-secret")
+    # a single-node credential file (say, from before the broker joined a cluster) is not read
+    stale = scram_credential("SCRAM-SHA-256", "mallory-secret")
+    leftover = os.path.join(cluster.broker(3).properties["log.dirs"], FILE_NAME)
+    with open(leftover, "w") as f:
+        json.dump({"version": 1, "users": {"mallory": {"SCRAM-SHA-256": {
+            "salt": base64.b64encode(stale.salt).decode(), "stored_key": base64.b64encode(stale.stored_key).decode(),
+            "server_key": base64.b64encode(stale.server_key).decode(), "iterations": 4096}}}}, f)
     cluster.start_broker(3)
     # loaded before it answers anything: no waiting
     assert described(cluster.broker(3).bootstrap) == {"dave": {SHA256: 4096}, "erin": {SHA512: 4096}}
+    assert f"{leftover} is ignored in cluster mode" in cluster.broker(3).log_text()
     for i in (1, 2, 3):
         cluster.stop(i)
     cluster.start()
     for b in cluster.brokers.values():
         assert described(b.bootstrap) == {"dave": {SHA256: 4096}, "erin": {SHA512: 4096}}
-        assert not any(name.startswith("__kwire_scram") for name in _files(b.data_dir))
-
-
-def _files(data_dir: str) -> list[str]:
-    return [f for _root, _dirs, files in os.walk(data_dir) for f in files]
+    assert [f for b in cluster.brokers.values() for _r, _d, files in os.walk(b.data_dir)
+            for f in files if f.startswith(FILE_NAME)] == [FILE_NAME]             # only the planted one
 
 
 def test_without_zookeeper_an_alteration_fails_per_user_and_changes_nothing(cluster):
