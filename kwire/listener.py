@@ -81,6 +81,17 @@ async def accept_loop(listener: trio.SocketListener, handler, handler_nursery: t
             handler_nursery.start_soon(handler, stream)
 
 
+async def aclose_quietly(stream, timeout: float = 1.0) -> None:
+    """Close an accepted connection, shielded from cancellation and for ``timeout`` s at
+    most (a TLS close may wait on its peer); a failure to close is nobody's business."""
+    with trio.move_on_after(timeout) as scope:
+        scope.shield = True
+        try:
+            await stream.aclose()
+        except Exception:
+            pass
+
+
 async def serve_listeners(handler, listeners: list[trio.SocketListener], *, handler_nursery: trio.Nursery,
                           open_connections=lambda: "?",
                           task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -27,7 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from kwire.admin.config_def import split_host_port
 
-from .listener import serve_listeners
+from .listener import aclose_quietly, serve_listeners
 from .metrics_collector import registry_for
 
 logger = logging.getLogger("kwire.metrics")
@@ -118,7 +118,7 @@ class MetricsEndpoint:
     async def handle(self, stream: trio.SocketStream) -> None:
         """One scrape connection; never raises."""
         if self.open >= MAX_CONNECTIONS:
-            await stream.aclose()
+            await aclose_quietly(stream)
             return
         self.open += 1
         try:
@@ -130,12 +130,7 @@ class MetricsEndpoint:
             logger.exception("a /metrics connection failed")
         finally:
             self.open -= 1
-            with trio.move_on_after(1) as scope:
-                scope.shield = True
-                try:
-                    await stream.aclose()
-                except Exception:
-                    pass
+            await aclose_quietly(stream)
 
     async def _serve(self, stream) -> None:
         reader = HeadReader()

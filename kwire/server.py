@@ -45,7 +45,7 @@ from . import handlers  # noqa: F401  (registers the handlers)
 from .broker import Broker, Endpoint
 from .budget import ByteBudget
 from .lowat import RCVLOWAT_MAX, set_rcvlowat
-from .listener import serve_listeners
+from .listener import aclose_quietly, serve_listeners
 from .registry import HANDLERS, Deferred
 from .sasl import SaslError
 from .sasl_session import SaslSession
@@ -629,12 +629,7 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
         broker.connections -= 1
         if broker.metrics is not None:
             broker.metrics.connection_closed(listener.name)
-        with trio.move_on_after(1) as scope:
-            scope.shield = True
-            try:
-                await stream.aclose()
-            except Exception:
-                pass
+        await aclose_quietly(stream)
 
 
 async def bind_listeners(broker: Broker, host: str, port: int) -> list[tuple[ListenerContext, list]]:
