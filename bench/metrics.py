@@ -1,0 +1,146 @@
+"""Metrics benchmark: what prometheus.listener costs produce and consume throughput.
+
+    .venv/bin/python bench/metrics.py [--records 200000] [--sync-records 5000] [--repeat 3]
+
+Two ``kwire serve`` processes on loopback, one without prometheus.listener ("off") and
+one with it; each repeat runs, in turn, on "off", on "on" unscraped and on "on" while a
+thread scrapes its /metrics once a second (as Prometheus would), each on a topic of its own:
+
+1. Produce 1 KiB records with librdkafka (confluent-kafka, acks=1, batched: the TLS
+   benchmark's client settings).
+2. Consume them back from the beginning (assign mode).
+3. Produce 1 KiB records one request each (flush after every record): the worst case for
+   a per-request cost, since nothing is amortised over a batch.
+
+Prints records/s (median of the repeats) and the ratios to "off"; then what one scrape
+cost (its time and size) and what the counters cost per call, timed in-process.  No
+pass/fail (this is not a timed test); the goal is ratios within noise of 1.00.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+import timeit
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from bench.tls import VALUE, consume, produce  # noqa: E402
+from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
+
+VARIANTS = ("off", "on", "on+scraped")
+
+
+def produce_sync(bootstrap: str, topic: str, records: int) -> float:
+    """One Produce request per record: flush after each."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+    started = time.perf_counter()
+    for _ in range(records):
+        producer.produce(topic, VALUE)
+        if producer.flush(30):
+            raise RuntimeError(f"{topic}: a record left unacknowledged")
+    return records / (time.perf_counter() - started)
+
+
+class Scraper:
+    """Scrapes a /metrics URL once a second while running; keeps each scrape's time and size."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.times: list[float] = []
+        self.sizes: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def scrape(self) -> None:
+        started = time.perf_counter()
+        with urllib.request.urlopen(self.url, timeout=10) as response:
+            self.sizes.append(len(response.read()))
+        self.times.append(time.perf_counter() - started)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.scrape()
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> "Scraper":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+def run_variant(bootstrap: str, name: str, i: int, args, runs: dict) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic, sync_topic = f"metrics-{name.replace('+', '-')}-{i}", f"metrics-sync-{name.replace('+', '-')}-{i}"
+    for t in (topic, sync_topic):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(30)
+    config = {"bootstrap.servers": bootstrap}
+    runs.setdefault(("produce", name), []).append(produce(config, topic, args.records))
+    runs.setdefault(("consume", name), []).append(consume(config, topic, args.records))
+    runs.setdefault(("sync", name), []).append(produce_sync(bootstrap, sync_topic, args.sync_records))
+
+
+def counter_costs() -> dict[str, float]:
+    """ns per call of the counters the request path bumps (kwire.metrics), in this process."""
+    from kwire.metrics import BrokerMetrics
+
+    metrics = BrokerMetrics()
+    started = time.perf_counter()
+    n = 200_000
+    costs = {
+        "request_done (per request)": timeit.timeit(lambda: metrics.request_done(0, 9, started), number=n),
+        "produced (per partition appended)": timeit.timeit(lambda: metrics.produced("t", 100, 102400), number=n),
+        "the off switch (broker.metrics is None)": timeit.timeit("m is not None", globals={"m": None}, number=n),
+    }
+    return {k: v / n * 1e9 for k, v in costs.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--sync-records", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    metrics_port = free_port()
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    off = BrokerProcess(args=["--log-level", "WARNING"])
+    on = BrokerProcess(args=["--log-level", "WARNING"], properties={"prometheus.listener": f"127.0.0.1:{metrics_port}"})
+    runs: dict[tuple[str, str], list[float]] = {}
+    scraper = Scraper(url)
+    with off, on:
+        for i in range(args.repeat):
+            run_variant(off.bootstrap, "off", i, args, runs)
+            run_variant(on.bootstrap, "on", i, args, runs)
+            with scraper:
+                run_variant(on.bootstrap, "on+scraped", i, args, runs)
+        scraper.scrape()
+    m = {k: statistics.median(v) for k, v in runs.items()}
+    title = f"records/s, 1 KiB records, median of {args.repeat}"
+    print(f"{title:<44} {'off':>10} {'on':>10} {'on+scraped':>11} {'on/off':>7} {'scraped/off':>12}")
+    for key, label in (("produce", f"produce {args.records} (acks=1, batched)"),
+                       ("consume", f"consume {args.records} (assign, from the start)"),
+                       ("sync", f"produce {args.sync_records}, one request per record")):
+        row = [m[(key, v)] for v in VARIANTS]
+        print(f"{label:<44} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>11,.0f} "
+              f"{row[1] / row[0]:>7.2f} {row[2] / row[0]:>12.2f}")
+    print(f"scrapes: {len(scraper.times)}, median {statistics.median(scraper.times) * 1000:.1f} ms, "
+          f"last {scraper.sizes[-1]:,} bytes")
+    for name, ns in counter_costs().items():
+        print(f"{name:<44} {ns:>10,.0f} ns")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
