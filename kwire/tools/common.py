@@ -137,8 +137,8 @@ def _typed(key: str, value: str, default: Any) -> Any:
         if value.lower() not in ("true", "false"):
             raise ValueError(value)
         return value.lower() == "true"
-    if isinstance(default, int):
-        return int(value)
+    if isinstance(default, int) or (default is None and key.endswith((".bytes", ".ms"))):
+        return int(value)               # kafka-python leaves the socket buffer sizes None
     if isinstance(default, float):
         return float(value)
     return value

@@ -111,3 +111,21 @@ def aiokafka_produce_and_consume(options: dict, topic: str, count: int, prefix: 
         finally:
             await consumer.stop()
     return asyncio.run(scenario())
+
+
+def read_messages(bootstrap: str, topic: str, count: int, seconds: float = 30, **config) -> list:
+    """confluent-kafka Messages of ``topic`` from the beginning (a group of its own, ``config``
+    added), until ``count`` were read or ``seconds`` passed; the consumer is closed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.monotonic_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **config})
+    consumer.subscribe([topic])
+    got: list = []
+    deadline = time.monotonic() + seconds
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg)
+    finally:
+        consumer.close()
+    return got

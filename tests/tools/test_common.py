@@ -100,11 +100,12 @@ def test_java_client_properties_become_keywords_of_that_client():
     from kafka import KafkaConsumer, KafkaProducer
     keywords, unknown = java_client_keywords(
         {"acks": "all", "linger.ms": "5", "enable.idempotence": "FALSE", "compression.type": "none",
-         "transactional.id": "tx", "buffer.memory": "1000", "key.serializer": "org.Foo",
+         "transactional.id": "tx", "buffer.memory": "1000", "key.serializer": "org.Foo", "send.buffer.bytes": "9",
          "security.protocol": "ssl", "ssl.truststore.location": "/etc/ca.pem"},
         KafkaProducer.DEFAULT_CONFIG)
     assert keywords == {"acks": -1, "linger_ms": 5, "enable_idempotence": False, "compression_type": None,
-                        "transactional_id": "tx", "security_protocol": "SSL", "ssl_cafile": "/etc/ca.pem"}
+                        "transactional_id": "tx", "send_buffer_bytes": 9, "security_protocol": "SSL",
+                        "ssl_cafile": "/etc/ca.pem"}
     assert unknown == ["buffer.memory", "key.serializer"]
     keywords, unknown = java_client_keywords({"isolation.level": "read_committed", "max.poll.records": "7",
                                               "group.id": "g", "fetch.max.wait.ms": "100"},
