@@ -129,21 +129,33 @@ def connection_family(metrics):
     return family
 
 
+def hosted_partitions(broker):
+    """(topic, partition, log) of every partition this broker holds a replica of, by topic name.
+    A cluster node keeps a log, maybe empty, of every partition of the cluster; only those of
+    its own assignment (ZooKeeper's, as last applied) count, as in Kafka."""
+    cluster = broker.cluster
+    snapshot = cluster.snapshot if cluster is not None else None
+    for name, topic in sorted(broker.logs.topics.items()):
+        meta = snapshot.topics.get(name) if snapshot is not None else None
+        for index, plog in enumerate(topic.partitions):
+            if cluster is None or (meta is not None and broker.node_id in meta.assignment.get(index, ())):
+                yield name, index, plog
+
+
 def replica_manager_families(broker):
     partitions = leaders = under = offline = 0
     cluster = broker.cluster
     led = cluster.replicas.leaders if cluster is not None else None
-    for name, topic in broker.logs.topics.items():
-        for index, plog in enumerate(topic.partitions):
-            partitions += 1
-            offline += plog.offline
-            if led is None:
-                leaders += 1                  # a single node leads every partition it has
-                continue
-            state = led.get((name, index))
-            if state is not None:
-                leaders += 1
-                under += len(state.isr) < len(state.replicas)
+    for name, index, plog in hosted_partitions(broker):
+        partitions += 1
+        offline += plog.offline
+        if led is None:
+            leaders += 1                      # a single node leads every partition it has
+            continue
+        state = led.get((name, index))
+        if state is not None:
+            leaders += 1
+            under += len(state.isr) < len(state.replicas)
     for name, value, doc in (
             ("partitioncount", partitions, "PartitionCount: partitions on this broker"),
             ("leadercount", leaders, "LeaderCount: partitions this broker leads"),
@@ -159,13 +171,12 @@ def log_families(broker):
     start = GaugeMetricFamily("kafka_log_log_logstartoffset", "LogStartOffset", labels=labels)
     end = GaugeMetricFamily("kafka_log_log_logendoffset", "LogEndOffset", labels=labels)
     segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "NumLogSegments", labels=labels)
-    for name, topic in sorted(broker.logs.topics.items()):
-        for index, plog in enumerate(topic.partitions):
-            key = [name, str(index)]
-            size.add_metric(key, plog.size_bytes())
-            start.add_metric(key, plog.log_start_offset)
-            end.add_metric(key, plog.log_end_offset)
-            segments.add_metric(key, len(plog.segments))
+    for name, index, plog in hosted_partitions(broker):
+        key = [name, str(index)]
+        size.add_metric(key, plog.size_bytes())
+        start.add_metric(key, plog.log_start_offset)
+        end.add_metric(key, plog.log_end_offset)
+        segments.add_metric(key, len(plog.segments))
     return size, start, end, segments
 
 
@@ -186,7 +197,9 @@ def group_families(broker):
 def consumer_group_families(broker):
     """kafka_exporter's per-group families: each topic a group committed to, every partition of
     it that is on this broker (lag -1 where the group has no commit), as kafka_exporter's
-    default --offset.show-all reports them."""
+    default --offset.show-all reports them.  In a cluster the lag of a partition is reported
+    by the group's coordinator when it holds a replica (a follower's high watermark trails
+    the leader's by a fetch)."""
     labels = ["consumergroup", "topic", "partition"]
     current = GaugeMetricFamily("kafka_consumergroup_current_offset",
                                 "Current Offset of a ConsumerGroup at Topic/Partition", labels=labels)
@@ -201,17 +214,19 @@ def consumer_group_families(broker):
     members = GaugeMetricFamily("kafka_consumergroup_members", "Amount of members in a consumer group",
                                 labels=["consumergroup"])
     coordinator = broker.groups.coordinator
+    hosted: dict[str, list] = {}
+    for name, index, plog in hosted_partitions(broker):
+        hosted.setdefault(name, []).append((index, plog))
     for group_id, _protocol_type, _state in coordinator.list_groups(None):
         members.add_metric([group_id], len(coordinator.describe_group(group_id).members))
         committed: dict[str, dict[int, int]] = {}
         for topic, partition, offset, *_rest in coordinator.fetch_offsets(group_id, None):
             committed.setdefault(topic, {})[partition] = offset
         for topic_name, offsets in sorted(committed.items()):
-            topic = broker.logs.get(topic_name)
-            if topic is None:
+            if topic_name not in hosted:
                 continue
             offset_total = lag_total = 0
-            for index, plog in enumerate(topic.partitions):
+            for index, plog in hosted[topic_name]:
                 offset = offsets.get(index, -1)
                 behind = -1 if offset < 0 else plog.high_watermark - offset
                 current.add_metric([group_id, topic_name, str(index)], offset)
