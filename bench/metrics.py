@@ -1,10 +1,13 @@
 """Metrics benchmark: what prometheus.listener costs produce and consume throughput.
 
-    .venv/bin/python bench/metrics.py [--records 200000] [--sync-records 5000] [--repeat 3]
+    .venv/bin/python bench/metrics.py [--records 200000] [--sync-records 5000] [--repeat 5]
 
 Two ``kwire serve`` processes on loopback, one without prometheus.listener ("off") and
-one with it; each repeat runs, in turn, on "off", on "on" unscraped and on "on" while a
-thread scrapes its /metrics once a second (as Prometheus would), each on a topic of its own:
+one with it; each repeat runs on "off", on "on" unscraped, on "on" while a thread scrapes
+its /metrics once a second (as Prometheus would) and on "off" again, each on a topic of its
+own, in an order rotated every repeat, after a round on each broker that is not counted.
+"off again" / "off" is the noise floor of the machine: a ratio of "on" inside it is no
+measurable cost.
 
 1. Produce 1 KiB records with librdkafka (confluent-kafka, acks=1, batched: the TLS
    benchmark's client settings).
@@ -19,6 +22,7 @@ pass/fail (this is not a timed test); the goal is ratios within noise of 1.00.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import threading
@@ -35,7 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench.tls import VALUE, consume, produce  # noqa: E402
 from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
 
-VARIANTS = ("off", "on", "on+scraped")
+VARIANTS = ("off", "on", "on+scraped", "off again")
 
 
 def produce_sync(bootstrap: str, topic: str, records: int) -> float:
@@ -83,7 +87,8 @@ class Scraper:
 
 def run_variant(bootstrap: str, name: str, i: int, args, runs: dict) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic, sync_topic = f"metrics-{name.replace('+', '-')}-{i}", f"metrics-sync-{name.replace('+', '-')}-{i}"
+    slug = re.sub(r"[^a-z]+", "-", name)
+    topic, sync_topic = f"metrics-{slug}-{i}", f"metrics-sync-{slug}-{i}"
     for t in (topic, sync_topic):
         admin.create_topics([NewTopic(t, 1, 1)])[t].result(30)
     config = {"bootstrap.servers": bootstrap}
@@ -111,7 +116,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200000)
     parser.add_argument("--sync-records", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     metrics_port = free_port()
     url = f"http://127.0.0.1:{metrics_port}/metrics"
@@ -120,26 +125,35 @@ def main(argv=None) -> int:
     runs: dict[tuple[str, str], list[float]] = {}
     scraper = Scraper(url)
     with off, on:
+        for broker in (off, on):           # a round not counted: both brokers and clients warm
+            run_variant(broker.bootstrap, "warm-up", broker.port, args, {})
         for i in range(args.repeat):
-            run_variant(off.bootstrap, "off", i, args, runs)
-            run_variant(on.bootstrap, "on", i, args, runs)
-            with scraper:
-                run_variant(on.bootstrap, "on+scraped", i, args, runs)
+            for variant in VARIANTS[i % 4:] + VARIANTS[:i % 4]:
+                if variant == "on+scraped":
+                    with scraper:
+                        run_variant(on.bootstrap, variant, i, args, runs)
+                else:
+                    run_variant((on if variant == "on" else off).bootstrap, variant, i, args, runs)
         scraper.scrape()
-    m = {k: statistics.median(v) for k, v in runs.items()}
-    title = f"records/s, 1 KiB records, median of {args.repeat}"
-    print(f"{title:<44} {'off':>10} {'on':>10} {'on+scraped':>11} {'on/off':>7} {'scraped/off':>12}")
-    for key, label in (("produce", f"produce {args.records} (acks=1, batched)"),
-                       ("consume", f"consume {args.records} (assign, from the start)"),
-                       ("sync", f"produce {args.sync_records}, one request per record")):
-        row = [m[(key, v)] for v in VARIANTS]
-        print(f"{label:<44} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>11,.0f} "
-              f"{row[1] / row[0]:>7.2f} {row[2] / row[0]:>12.2f}")
+    report(runs, args)
     print(f"scrapes: {len(scraper.times)}, median {statistics.median(scraper.times) * 1000:.1f} ms, "
           f"last {scraper.sizes[-1]:,} bytes")
     for name, ns in counter_costs().items():
         print(f"{name:<44} {ns:>10,.0f} ns")
     return 0
+
+
+def report(runs: dict, args) -> None:
+    m = {k: statistics.median(v) for k, v in runs.items()}
+    title = f"records/s, 1 KiB records, median of {args.repeat}"
+    print(f"{title:<44} {'off':>9} {'on':>9} {'scraped':>9} {'off again':>9} {'on/off':>7} {'scraped/off':>11} "
+          f"{'again/off':>9}")
+    for key, label in (("produce", f"produce {args.records} (acks=1, batched)"),
+                       ("consume", f"consume {args.records} (assign, from the start)"),
+                       ("sync", f"produce {args.sync_records}, one request per record")):
+        row = [m[(key, v)] for v in VARIANTS]
+        print(f"{label:<44} " + " ".join(f"{r:>9,.0f}" for r in row) +
+              f" {row[1] / row[0]:>7.2f} {row[2] / row[0]:>11.2f} {row[3] / row[0]:>9.2f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ through memory streams as in test_connection_inprocess."""
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
 from kafka.protocol.consumer import FetchRequest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,7 +15,10 @@ from kwire.admin.broker_config import ConfigError, broker_config_from_text
 from kwire.codecs.errors import ErrorCode as E
 from kwire.metrics import TIME_BUCKETS_MS, BrokerMetrics
 from kwire.metrics_collector import registry_for
-from kwire.metrics_http import MAX_HEAD_BYTES, HeadReader, HttpError, parse_request_line, respond
+from kwire.metrics_http import (
+    MAX_CONNECTIONS, MAX_HEAD_BYTES, REQUEST_TIMEOUT_S, HeadReader, HttpError, MetricsEndpoint, parse_request_line,
+    respond,
+)
 from tests.log.logkit import build_batch
 from tests.server.test_connection_inprocess import (
     connected, create_topic, fetch_fields, produce_frame, real_time, run,
@@ -201,3 +206,68 @@ def test_a_failing_render_is_a_500_not_an_exception():
     def render():
         raise RuntimeError("collector bug")
     assert status(respond(GET, render)) == 500
+
+
+# -- the endpoint's connections, in-process on the mock clock ----------------------------------
+
+async def exchange(endpoint, nursery, data: bytes, *, close: bool = True) -> bytes:
+    """Serve one memory-stream connection: send ``data`` (then EOF unless ``close`` is False)
+    and read until the endpoint closes."""
+    client, server = trio.testing.memory_stream_pair()
+    nursery.start_soon(endpoint.handle, server)
+    await client.send_all(data)
+    if close:
+        await client.send_eof()
+    received = b""
+    while chunk := await client.receive_some(65536):
+        received += chunk
+    return received
+
+
+def test_a_scrape_arriving_byte_by_byte_is_answered(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ON) as (broker, _client):
+            endpoint = MetricsEndpoint(broker)
+            client, server = trio.testing.memory_stream_pair()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(endpoint.handle, server)
+                for byte in GET + b"\r\n\r\n":
+                    await client.send_all(bytes([byte]))
+                    await trio.sleep(0.1)
+                received = b""
+                while chunk := await client.receive_some(65536):
+                    received += chunk
+            assert status(received) == 200 and b"kafka_server_replicamanager_partitioncount" in received
+    run(scenario)
+
+
+def test_a_silent_client_is_dropped_and_too_many_are_refused(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ON) as (broker, _client):
+            endpoint = MetricsEndpoint(broker)
+            async with trio.open_nursery() as nursery:
+                started = trio.current_time()
+                silent = [trio.testing.memory_stream_pair() for _ in range(MAX_CONNECTIONS)]
+                for _client_end, server_end in silent:
+                    nursery.start_soon(endpoint.handle, server_end)
+                await trio.sleep(1)
+                assert endpoint.open == MAX_CONNECTIONS
+                assert await exchange(endpoint, nursery, GET + b"\r\n\r\n") == b""   # over the cap: closed
+                for client_end, _server_end in silent:     # each is dropped at the request timeout
+                    assert await client_end.receive_some(10) == b""
+                assert trio.current_time() - started == pytest.approx(REQUEST_TIMEOUT_S, abs=0.1)
+                assert endpoint.open == 0
+                assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
+    run(scenario)
+
+
+def test_a_connection_closed_mid_head_gets_nothing_and_harms_nothing(tmp_path):
+    async def scenario():
+        async with connected(tmp_path, **ON) as (broker, _client):
+            endpoint = MetricsEndpoint(broker)
+            async with trio.open_nursery() as nursery:
+                assert await exchange(endpoint, nursery, b"GET /met") == b""
+                assert status(await exchange(endpoint, nursery, b"x" * (MAX_HEAD_BYTES + 1))) == 431
+                assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
+            assert endpoint.open == 0
+    run(scenario)
