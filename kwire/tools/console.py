@@ -426,10 +426,14 @@ def _place(consumer, args: argparse.Namespace) -> None:
 
 
 def _records(consumer, max_messages: int | None, timeout_ms: int | None) -> Iterator[list]:
-    """Batches of records, at most ``max_messages`` in all, until ``timeout_ms`` passes without one."""
+    """Batches of records, at most ``max_messages`` in all, until ``timeout_ms`` passes without one.
+
+    Each poll may take all the time left: kafka-python 3.0 loses an assignment whose join
+    completes after a short poll has given up waiting for it (the group is joined, nothing is
+    fetched), and a poll returns as soon as records arrive anyway."""
     count, last = 0, time.monotonic()
     while max_messages is None or count < max_messages:
-        wait = 1000 if timeout_ms is None else max(0, min(1000, timeout_ms - int((time.monotonic() - last) * 1000)))
+        wait = 60_000 if timeout_ms is None else max(0, timeout_ms - int((time.monotonic() - last) * 1000))
         batches = consumer.poll(timeout_ms=wait, max_records=None if max_messages is None else max_messages - count)
         records = [r for batch in batches.values() for r in batch]
         if records:
