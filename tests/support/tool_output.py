@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 
 
 def cells(line: str) -> list[str]:
@@ -50,3 +51,8 @@ def run_tool_json(main, bootstrap: str, capsys, *argv: str):
     code, out, err = run_tool(main, bootstrap, capsys, *argv, "--output", "json")
     assert code == 0, err
     return json.loads(out)
+
+
+def unique_name(prefix: str) -> str:
+    """``prefix-<8 hex digits>``: a topic or group name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

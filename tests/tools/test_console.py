@@ -7,41 +7,31 @@ import io
 import json
 import subprocess
 import sys
-import uuid
 
 import pytest
 from confluent_kafka import Producer
 
-import kwire.testing
 from kwire.tools.console import LineReader, consumer_main, producer_main
 from tests.support.roundtrip import read_messages
+from tests.support.tool_output import run_tool, unique_name
 
 clients = pytest.mark.clients      # these start a broker; the pure ones below stay in the fast lane
 T0 = 1704067200000                 # 2024-01-01T00:00:00Z
 
 
-@pytest.fixture(scope="module")
-def broker():
-    with kwire.testing.broker(partitions=1) as b:
-        yield b
-
-
 def name(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return unique_name(prefix)
 
 
 def produce(broker, monkeypatch, capsys, data: bytes, *argv: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``kwire produce argv`` with ``data`` on stdin."""
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-    code = producer_main([*argv, "--bootstrap-server", broker.bootstrap])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_tool(producer_main, broker.bootstrap, capsys, *argv)
 
 
 def consume(broker, capsysbinary, *argv: str, timeout_ms: int = 10000) -> tuple[int, bytes, str]:
     """(exit code, stdout bytes, stderr) of ``kwire consume argv``; ``timeout_ms`` without records ends it."""
-    code = consumer_main([*argv, "--bootstrap-server", broker.bootstrap, "--timeout-ms", str(timeout_ms)])
-    out, err = capsysbinary.readouterr()
+    code, out, err = run_tool(consumer_main, broker.bootstrap, capsysbinary, *argv, "--timeout-ms", str(timeout_ms))
     return code, out, err.decode()
 
 
