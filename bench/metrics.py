@@ -5,7 +5,7 @@
 Two ``kwire serve`` processes on loopback, one without prometheus.listener ("off") and
 one with it; each repeat runs on "off", on "on" unscraped, on "on" while a thread scrapes
 its /metrics once a second (as Prometheus would) and on "off" again, each on a topic of its
-own, in an order rotated every repeat, after a round on each broker that is not counted.
+own, alternating between the brokers, after a round on each broker that is not counted.
 "off again" / "off" is the noise floor of the machine: a ratio of "on" inside it is no
 measurable cost.
 
@@ -15,13 +15,17 @@ measurable cost.
 3. Produce 1 KiB records one request each (flush after every record): the worst case for
    a per-request cost, since nothing is amortised over a batch.
 
-Prints records/s (median of the repeats) and the ratios to "off"; then what one scrape
-cost (its time and size) and what the counters cost per call, timed in-process.  No
+Prints records/s and the broker process's CPU time per record (user + system, from
+/proc, less sensitive than throughput to what else the machine runs), medians of the
+repeats, with the ratios to "off"; then what one scrape cost (its time and size) and what
+the counters cost per call, timed in-process.  No
 pass/fail (this is not a timed test); the goal is ratios within noise of 1.00.
 """
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
 import statistics
 import sys
@@ -40,6 +44,9 @@ from bench.tls import VALUE, consume, produce  # noqa: E402
 from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
 
 VARIANTS = ("off", "on", "on+scraped", "off again")
+# Runs alternate between the brokers, so neither starts a run while still writing back the
+# last one's 200 MB (back to back on one broker, that doubled the second run's CPU).
+ORDERS = (("off", "on", "off again", "on+scraped"), ("off again", "on+scraped", "off", "on"))
 
 
 def produce_sync(bootstrap: str, topic: str, records: int) -> float:
@@ -85,16 +92,29 @@ class Scraper:
         self._thread.join(15)
 
 
-def run_variant(bootstrap: str, name: str, i: int, args, runs: dict) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads) so far, at clock-tick
+    resolution (10 ms): the default record counts make that 1-3 % of a run."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_variant(broker: BrokerProcess, name: str, i: int, args, runs: dict) -> None:
+    """Run the three workloads on ``broker``; records/s under (workload, name) and the broker's
+    CPU µs per record under (workload + " cpu", name)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     slug = re.sub(r"[^a-z]+", "-", name)
     topic, sync_topic = f"metrics-{slug}-{i}", f"metrics-sync-{slug}-{i}"
     for t in (topic, sync_topic):
         admin.create_topics([NewTopic(t, 1, 1)])[t].result(30)
-    config = {"bootstrap.servers": bootstrap}
-    runs.setdefault(("produce", name), []).append(produce(config, topic, args.records))
-    runs.setdefault(("consume", name), []).append(consume(config, topic, args.records))
-    runs.setdefault(("sync", name), []).append(produce_sync(bootstrap, sync_topic, args.sync_records))
+    config = {"bootstrap.servers": broker.bootstrap}
+    for key, records, work in (("produce", args.records, lambda: produce(config, topic, args.records)),
+                               ("consume", args.records, lambda: consume(config, topic, args.records)),
+                               ("sync", args.sync_records,
+                                lambda: produce_sync(broker.bootstrap, sync_topic, args.sync_records))):
+        before = cpu_seconds(broker.pid)
+        runs.setdefault((key, name), []).append(work())
+        runs.setdefault((key + " cpu", name), []).append((cpu_seconds(broker.pid) - before) / records * 1e6)
 
 
 def counter_costs() -> dict[str, float]:
@@ -126,14 +146,14 @@ def main(argv=None) -> int:
     scraper = Scraper(url)
     with off, on:
         for broker in (off, on):           # a round not counted: both brokers and clients warm
-            run_variant(broker.bootstrap, "warm-up", broker.port, args, {})
+            run_variant(broker, "warm-up", broker.port, args, {})
         for i in range(args.repeat):
-            for variant in VARIANTS[i % 4:] + VARIANTS[:i % 4]:
+            for variant in ORDERS[i % 2]:
                 if variant == "on+scraped":
                     with scraper:
-                        run_variant(on.bootstrap, variant, i, args, runs)
+                        run_variant(on, variant, i, args, runs)
                 else:
-                    run_variant((on if variant == "on" else off).bootstrap, variant, i, args, runs)
+                    run_variant(on if variant == "on" else off, variant, i, args, runs)
         scraper.scrape()
     report(runs, args)
     print(f"scrapes: {len(scraper.times)}, median {statistics.median(scraper.times) * 1000:.1f} ms, "
@@ -145,15 +165,18 @@ def main(argv=None) -> int:
 
 def report(runs: dict, args) -> None:
     m = {k: statistics.median(v) for k, v in runs.items()}
-    title = f"records/s, 1 KiB records, median of {args.repeat}"
-    print(f"{title:<44} {'off':>9} {'on':>9} {'scraped':>9} {'off again':>9} {'on/off':>7} {'scraped/off':>11} "
-          f"{'again/off':>9}")
-    for key, label in (("produce", f"produce {args.records} (acks=1, batched)"),
-                       ("consume", f"consume {args.records} (assign, from the start)"),
-                       ("sync", f"produce {args.sync_records}, one request per record")):
-        row = [m[(key, v)] for v in VARIANTS]
-        print(f"{label:<44} " + " ".join(f"{r:>9,.0f}" for r in row) +
-              f" {row[1] / row[0]:>7.2f} {row[2] / row[0]:>11.2f} {row[3] / row[0]:>9.2f}")
+    labels = (("produce", f"produce {args.records} (acks=1, batched)"),
+              ("consume", f"consume {args.records} (assign, from the start)"),
+              ("sync", f"produce {args.sync_records}, one request per record"))
+    for suffix, title, digits in (("", "records/s", 0), (" cpu", "broker CPU µs per record", 2)):
+        title = f"{title}, 1 KiB records, median of {args.repeat}"
+        print(f"{title:<50} {'off':>9} {'on':>9} {'scraped':>9} {'off again':>9} {'on/off':>7} "
+              f"{'scraped/off':>11} {'again/off':>9}")
+        for key, label in labels:
+            row = [m[(key + suffix, v)] for v in VARIANTS]
+            ratios = [r / row[0] if row[0] else math.nan for r in row[1:]]
+            print(f"{label:<50} " + " ".join(f"{r:>9,.{digits}f}" for r in row) +
+                  f" {ratios[0]:>7.2f} {ratios[1]:>11.2f} {ratios[2]:>9.2f}")
 
 
 if __name__ == "__main__":
