@@ -210,15 +210,17 @@ def test_a_failing_render_is_a_500_not_an_exception():
 
 # -- the endpoint's connections, in-process on the mock clock ----------------------------------
 
-async def exchange(endpoint, nursery, data: bytes, *, close: bool = True) -> bytes:
-    """Serve one memory-stream connection: send ``data`` (then EOF unless ``close`` is False)
-    and read until the endpoint closes."""
+async def exchange(endpoint, nursery, data: bytes, *, byte_by_byte: bool = False) -> bytes:
+    """Serve one memory-stream connection: send ``data`` (a byte every 0.1 s if asked), then
+    EOF, and read until the endpoint closes."""
     client, server = trio.testing.memory_stream_pair()
     nursery.start_soon(endpoint.handle, server)
     try:
-        await client.send_all(data)
-        if close:
-            await client.send_eof()
+        for piece in ([bytes([b]) for b in data] if byte_by_byte else [data]):
+            await client.send_all(piece)
+            if byte_by_byte:
+                await trio.sleep(0.1)
+        await client.send_eof()
     except trio.BrokenResourceError:          # the endpoint closed first: what it sent is below
         pass
     received = b""
@@ -227,50 +229,44 @@ async def exchange(endpoint, nursery, data: bytes, *, close: bool = True) -> byt
     return received
 
 
-def test_a_scrape_arriving_byte_by_byte_is_answered(tmp_path):
+def with_endpoint(tmp_path, body) -> None:
+    """Run ``await body(endpoint, nursery)`` against a broker's /metrics endpoint; every
+    connection it opened must be over by the end."""
     async def scenario():
         async with connected(tmp_path, **ON) as (broker, _client):
             endpoint = MetricsEndpoint(broker)
-            client, server = trio.testing.memory_stream_pair()
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(endpoint.handle, server)
-                for byte in GET + b"\r\n\r\n":
-                    await client.send_all(bytes([byte]))
-                    await trio.sleep(0.1)
-                received = b""
-                while chunk := await client.receive_some(65536):
-                    received += chunk
-            assert status(received) == 200 and b"kafka_server_replicamanager_partitioncount" in received
+                await body(endpoint, nursery)
+            assert endpoint.open == 0
     run(scenario)
+
+
+def test_a_scrape_arriving_byte_by_byte_is_answered(tmp_path):
+    async def body(endpoint, nursery):
+        received = await exchange(endpoint, nursery, GET + b"\r\n\r\n", byte_by_byte=True)
+        assert status(received) == 200 and b"kafka_server_replicamanager_partitioncount" in received
+    with_endpoint(tmp_path, body)
 
 
 def test_a_silent_client_is_dropped_and_too_many_are_refused(tmp_path):
-    async def scenario():
-        async with connected(tmp_path, **ON) as (broker, _client):
-            endpoint = MetricsEndpoint(broker)
-            async with trio.open_nursery() as nursery:
-                started = trio.current_time()
-                silent = [trio.testing.memory_stream_pair() for _ in range(MAX_CONNECTIONS)]
-                for _client_end, server_end in silent:
-                    nursery.start_soon(endpoint.handle, server_end)
-                await trio.sleep(1)
-                assert endpoint.open == MAX_CONNECTIONS
-                assert await exchange(endpoint, nursery, GET + b"\r\n\r\n") == b""   # over the cap: closed
-                for client_end, _server_end in silent:     # each is dropped at the request timeout
-                    assert await client_end.receive_some(10) == b""
-                assert trio.current_time() - started == pytest.approx(REQUEST_TIMEOUT_S, abs=0.1)
-                assert endpoint.open == 0
-                assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
-    run(scenario)
+    async def body(endpoint, nursery):
+        started = trio.current_time()
+        silent = [trio.testing.memory_stream_pair() for _ in range(MAX_CONNECTIONS)]
+        for _client_end, server_end in silent:
+            nursery.start_soon(endpoint.handle, server_end)
+        await trio.sleep(1)
+        assert endpoint.open == MAX_CONNECTIONS
+        assert await exchange(endpoint, nursery, GET + b"\r\n\r\n") == b""   # over the cap: closed
+        for client_end, _server_end in silent:     # each is dropped at the request timeout
+            assert await client_end.receive_some(10) == b""
+        assert trio.current_time() - started == pytest.approx(REQUEST_TIMEOUT_S, abs=0.1)
+        assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
+    with_endpoint(tmp_path, body)
 
 
 def test_a_connection_closed_mid_head_gets_nothing_and_harms_nothing(tmp_path):
-    async def scenario():
-        async with connected(tmp_path, **ON) as (broker, _client):
-            endpoint = MetricsEndpoint(broker)
-            async with trio.open_nursery() as nursery:
-                assert await exchange(endpoint, nursery, b"GET /met") == b""
-                assert status(await exchange(endpoint, nursery, b"x" * (MAX_HEAD_BYTES + 1))) == 431
-                assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
-            assert endpoint.open == 0
-    run(scenario)
+    async def body(endpoint, nursery):
+        assert await exchange(endpoint, nursery, b"GET /met") == b""
+        assert status(await exchange(endpoint, nursery, b"x" * (MAX_HEAD_BYTES + 1))) == 431
+        assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
+    with_endpoint(tmp_path, body)
