@@ -58,6 +58,9 @@ DELEGATED = {
     "topics": ("kwire.tools.topics", "list, describe, create, alter or delete topics (kafka-topics.sh)"),
     "groups": ("kwire.tools.groups", "list, describe, reset offsets of or delete consumer groups (kafka-consumer-groups.sh)"),
     "configs": ("kwire.tools.configs", "describe or alter topic and broker configs (kafka-configs.sh)"),
+    "produce": ("kwire.tools.console:producer_main", "the console producer: stdin lines become records (kafka-console-producer.sh)"),
+    "consume": ("kwire.tools.console:consumer_main", "the console consumer: records printed as lines or JSON (kafka-console-consumer.sh)"),
+    "perf": ("kwire.tools.perf", "produce or consume throughput and latency (kafka-producer/consumer-perf-test.sh)"),
 }
 
 
@@ -65,7 +68,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in DELEGATED:
         import importlib
-        return importlib.import_module(DELEGATED[argv[0]][0]).main(argv[1:])
+        module, _, function = DELEGATED[argv[0]][0].partition(":")
+        return getattr(importlib.import_module(module), function or "main")(argv[1:])
     args = parse_args(argv)
     try:
         configure_logging(args.log_level, args.log_format)
