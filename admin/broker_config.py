@@ -245,6 +245,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "kwire-specific: HOST:PORT where the broker serves Prometheus metrics at /metrics, named "
               "as the Prometheus JMX exporter renders Kafka's; unset (the default) serves none.",
               host_port()),
+    # kwire: Kafka logs requests through log4j's kafka.request.logger at DEBUG instead.
+    ConfigKey("log.request.debug", T.BOOLEAN, False,
+              "kwire-specific: log every request at DEBUG on logger kwire.request (API, version, "
+              "correlation id, client id, peer, listener, principal, time), as Kafka's "
+              "kafka.request.logger does at DEBUG."),
 ]}
 BROKER_KEYS.update({k.name: k for k in SECURITY_KEYS})
 

@@ -17,6 +17,7 @@ from .cleaner_service import CleanerService
 from .clock import Clock, WallClock
 from .fetch_sessions import FetchSessionCache
 from .metrics import BrokerMetrics
+from .request_log import RequestLog
 from .scram_service import ScramService
 from .group_service import GroupService
 from .txn_service import TransactionService
@@ -49,6 +50,7 @@ class Broker:
         # prometheus.listener: the request path's counters (kwire.metrics); None, they cost nothing
         self.metrics = BrokerMetrics() if config.value_of("prometheus.listener") else None
         self.metrics_endpoint: tuple[str, int] | None = None      # (host, port) serving /metrics
+        self.request_log = RequestLog() if config.value_of("log.request.debug") else None
         self.fetch_sessions = FetchSessionCache(config.value_of("max.incremental.fetch.session.cache.slots"))
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)

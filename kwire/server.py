@@ -457,8 +457,8 @@ class Connection:
     async def handle_request(self, header, handler, request) -> list | Deferred | None:
         """The response parts (None: no response), or a Deferred whose ``complete()``
         returns them."""
-        metrics = self.broker.metrics
-        started = perf_counter() if metrics is not None else 0.0
+        metrics, request_log = self.broker.metrics, self.broker.request_log
+        started = perf_counter() if metrics is not None or request_log is not None else 0.0
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
                              self.principal, self.sasl, self.host)
@@ -476,6 +476,8 @@ class Connection:
         parts = None if fields is None else self.encode_response(header, request, fields)
         if metrics is not None:
             metrics.request_done(header.api_key, header.api_version, started, request)
+        if request_log is not None:
+            request_log.done(self, header, started)
         return parts
 
     def check_cluster_acls(self, header) -> None:
@@ -496,6 +498,8 @@ class Connection:
         parts = None if fields is None else self.encode_response(header, request, fields)
         if self.broker.metrics is not None:
             self.broker.metrics.request_done(header.api_key, header.api_version, started, request)
+        if self.broker.request_log is not None:
+            self.broker.request_log.done(self, header, started)
         return parts
 
     async def answer(self, header, request, call):

@@ -58,3 +58,20 @@ def test_text_is_one_line_per_event_with_its_traceback_indented():
 def test_a_bad_log_option_stops_kwire_serve_with_exit_code_2(args, complaint):
     run = subprocess.run([sys.executable, "-m", "kwire", "serve", *args], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and complaint in run.stderr
+
+
+def test_log_request_debug_logs_every_request_even_at_info(tmp_path):
+    from confluent_kafka import Producer
+    for enabled in (True, False):
+        with BrokerProcess(tmp_path / str(enabled), properties={"log.request.debug": enabled}) as broker:
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "audited-app"})
+            producer.produce("audited", b"x")
+            assert producer.flush(30) == 0
+        completed = [line for line in broker.log_text().splitlines() if "Completed request:" in line]
+        if not enabled:
+            assert completed == []
+            continue
+        produce = [line for line in completed if "Completed request: Produce v" in line]
+        assert len(produce) == 1 and "client_id='audited-app'" in produce[0] and " DEBUG kwire.request: " in produce[0]
+        assert any("Completed request: Metadata v" in line for line in completed)
+        assert all(line.rstrip().endswith(" ms") and "principal=User:ANONYMOUS" in line for line in completed)
