@@ -50,6 +50,17 @@ class AclBroker:
         return {"bootstrap_servers": self.bootstrap, "security_protocol": "SASL_PLAINTEXT",
                 "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": f"{user}-secret"}
 
+    def command_config(self, user: str, directory, mechanism: str = "PLAIN") -> str:
+        """The path of a Java client properties file (for ``--command-config``) logging in as
+        ``user`` with ``mechanism``, written into ``directory``."""
+        login = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+        path = f"{directory}/{user}-{mechanism}.properties"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n"
+                    f"sasl.jaas.config=org.apache.kafka.common.security.{login} required "
+                    f'username="{user}" password="{user}-secret";\n')
+        return path
+
     def admin(self, user: str = "admin") -> AdminClient:
         return AdminClient(self.client(user))
 
