@@ -1,0 +1,175 @@
+"""``kwire users``: set, delete and describe SCRAM credentials, as ``kafka-configs.sh
+--entity-type users`` does (AlterUserScramCredentials, DescribeUserScramCredentials).
+
+    kwire users set --user U [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N]
+                    (--password P | --password-file F)
+    kwire users delete --user U [--mechanism M]
+    kwire users describe [--user U ...]
+
+Kafka's spelling works too::
+
+    kwire users --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]' \\
+        --entity-type users --entity-name alice
+    kwire users --alter --delete-config SCRAM-SHA-256 --entity-type users --entity-name alice
+    kwire users --describe --entity-type users [--entity-name alice]
+
+Every command takes ``--bootstrap-server``, ``--command-config`` and ``--output table|json``
+(kwire.tools.common).  The password never reaches the broker: the client salts it (a random
+salt, PBKDF2 of ``--iterations`` rounds, 4096..16384) and sends the salted password.
+``--password-file F`` reads the first line of F (``-``: standard input), keeping the password
+out of the process list.  ``kwire scram`` does the same with its older options.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Sequence
+
+from kwire.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
+from kwire.scram_cli import MECHANISMS, read_password
+
+from .common import ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, run
+
+ACTIONS = {"--alter": "alter", "--describe": "describe"}
+_SCRAM_CONFIG = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*", re.IGNORECASE)
+
+
+# -- arguments --------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kwire users", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_common_arguments(p)
+        return p
+
+    p = command("set", "add or replace a user's SCRAM credential for one mechanism")
+    p.add_argument("--user", required=True)
+    p.add_argument("--mechanism", choices=MECHANISMS, type=str.upper, default="SCRAM-SHA-256")
+    p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
+                   help=f"PBKDF2 rounds, {MIN_ITERATIONS}..{MAX_ITERATIONS} (default {DEFAULT_ITERATIONS})")
+    secret = p.add_mutually_exclusive_group(required=True)
+    secret.add_argument("--password")
+    secret.add_argument("--password-file", metavar="FILE", help="its first line is the password; - for stdin")
+    p = command("delete", "remove a user's SCRAM credential for one mechanism")
+    p.add_argument("--user", required=True)
+    p.add_argument("--mechanism", choices=MECHANISMS, type=str.upper, default="SCRAM-SHA-256")
+    p = command("describe", "list users' mechanisms and iterations (every user by default)")
+    p.add_argument("--user", "--entity-name", action="append", dest="users", metavar="USER",
+                   help="a user to describe (repeatable)")
+    p.add_argument("--entity-type", choices=["users"], help="kafka-configs.sh's spelling; only users")
+    p = command("alter", "kafka-configs.sh's spelling of set and delete")
+    p.add_argument("--entity-type", choices=["users"], required=True)
+    p.add_argument("--entity-name", required=True, dest="user")
+    p.add_argument("--add-config", metavar="'SCRAM-SHA-256=[iterations=N,password=P]'")
+    p.add_argument("--delete-config", metavar="SCRAM-SHA-256")
+    return parser
+
+
+def parse_add_config(text: str) -> tuple[str, int, str]:
+    """kafka-configs.sh's ``SCRAM-SHA-256=[iterations=8192,password=secret]`` as (mechanism,
+    iterations, password); iterations default to 4096.  Raises UsageError."""
+    match = _SCRAM_CONFIG.fullmatch(text)
+    if not match:
+        raise UsageError(f"--add-config {text!r}: expected SCRAM-SHA-256=[iterations=N,password=P] "
+                         "or SCRAM-SHA-512=[...]")
+    fields = {}
+    for item in match.group(2).split(","):
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in ("iterations", "password"):
+            raise UsageError(f"--add-config: {item!r} is not iterations=N or password=P")
+        fields[key.strip()] = value
+    if not fields.get("password"):
+        raise UsageError("--add-config: a password is needed")
+    try:
+        iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+    except ValueError:
+        raise UsageError(f"--add-config: iterations={fields['iterations']!r} is not a number") from None
+    return match.group(1).upper(), iterations, fields["password"]
+
+
+# -- set, delete, describe --------------------------------------------------------------------
+def open_admin(args: argparse.Namespace):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(**client_config(args, client_id="kwire-users"))
+
+
+def alter_one(args: argparse.Namespace, alteration, done: str) -> None:
+    with open_admin(args) as admin:
+        errors = admin.alter_user_scram_credentials([alteration])
+    if args.user not in errors:
+        raise ToolError(f"Error while updating config for user {args.user}: no result for the user")
+    if errors[args.user] is not None:
+        raise ToolError(f"Error while updating config for user {args.user}: {errors[args.user]}")
+    document = {"user": args.user, "mechanism": str(args.mechanism), done: True}
+    if args.output == "json":
+        emit(args, document, [], [])
+    else:
+        print(f"Completed updating config for user {args.user}.")
+
+
+def set_credential(args: argparse.Namespace) -> None:
+    from kafka.admin import UserScramCredentialUpsertion
+    try:
+        password = read_password(args)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"the password: {exc}") from None
+    alter_one(args, UserScramCredentialUpsertion(args.user, args.mechanism, password, iterations=args.iterations),
+              "set")
+
+
+def delete_credential(args: argparse.Namespace) -> None:
+    from kafka.admin import UserScramCredentialDeletion
+    alter_one(args, UserScramCredentialDeletion(args.user, args.mechanism), "deleted")
+
+
+def alter(args: argparse.Namespace) -> None:
+    """kafka-configs.sh ``--alter``: one of ``--add-config`` and ``--delete-config``."""
+    if bool(args.add_config) == bool(args.delete_config):
+        raise UsageError("--alter needs one of --add-config and --delete-config")
+    if args.delete_config:
+        args.mechanism = args.delete_config.strip().upper()
+        if args.mechanism not in MECHANISMS:
+            raise UsageError(f"--delete-config {args.delete_config!r}: expected one of {', '.join(MECHANISMS)}")
+        return delete_credential(args)
+    args.mechanism, args.iterations, args.password = parse_add_config(args.add_config)
+    args.password_file = None
+    return set_credential(args)
+
+
+def describe(args: argparse.Namespace) -> int:
+    from kafka.admin import ScramMechanism
+    with open_admin(args) as admin:
+        described = admin.describe_user_scram_credentials(args.users)
+    rows, errors = [], []
+    for user, d in sorted(described.items()):
+        if d["error"] is not None:
+            errors.append(f"Error retrieving SCRAM credential configs for user-principal '{user}': {d['error']}")
+        for info in d["credential_infos"]:
+            mechanism = ScramMechanism(info["mechanism"]).name.replace("_", "-")
+            rows.append({"user": user, "mechanism": mechanism, "iterations": info["iterations"]})
+    emit(args, {"users": rows, "errors": errors}, ["USER", "MECHANISM", "ITERATIONS"],
+         [[r["user"], r["mechanism"], r["iterations"]] for r in rows])
+    for line in errors:
+        print(f"kwire: {line}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+COMMANDS = {"set": set_credential, "delete": delete_credential, "describe": describe, "alter": alter}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``kwire users ...``; returns the exit code (0, 1 refused/unreachable, 2 bad arguments)."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(kafka_style(argv, ACTIONS))
+    except SystemExit as exc:       # --help, or argparse's usage error (2)
+        return int(exc.code or 0)
+    return run(COMMANDS[args.command], args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
