@@ -32,7 +32,7 @@ import argparse
 import sys
 from typing import Iterable, NamedTuple, Sequence
 
-from .common import ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, run
+from .common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
 
 ACTIONS = {"--list": "list", "--add": "add", "--remove": "remove"}
 CLUSTER_NAME = "kafka-cluster"
@@ -69,13 +69,10 @@ class Acl(NamedTuple):
 
 # -- arguments --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kwire acls", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser, command = tool_parser("kwire acls", __doc__)
     for name, help_text in (("list", "list ACLs (all, or those of the resources given)"),
                             ("add", "add ACLs"), ("remove", "remove the ACLs matching the options")):
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        add_common_arguments(p)
+        p = command(name, help_text)
         add_resource_arguments(p, patterns=("literal", "prefixed") if name == "add"
                                else ("any", "match", "literal", "prefixed"))
         if name == "list":
@@ -285,12 +282,7 @@ COMMANDS = {"list": list_acls, "add": add, "remove": remove}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``kwire acls ...``; returns the exit code (0, 1 refused/unreachable, 2 bad arguments)."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = build_parser().parse_args(kafka_style(argv, ACTIONS))
-    except SystemExit as exc:       # --help, or argparse's usage error (2)
-        return int(exc.code or 0)
-    return run(COMMANDS[args.command], args)
+    return dispatch(argv, build_parser(), ACTIONS, COMMANDS)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,21 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a readable table (default) or JSON for scripts")
 
 
+def tool_parser(prog: str, description: str | None,
+                ) -> tuple[argparse.ArgumentParser, Callable[[str, str], argparse.ArgumentParser]]:
+    """A tool's parser and ``command(name, help_text)``, which adds a subcommand taking the
+    common arguments and returns its parser."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_common_arguments(p)
+        return p
+    return parser, command
+
+
 def read_command_config(path: str | None) -> dict[str, str]:
     """The properties of ``--command-config`` (none: empty).  Raises UsageError."""
     return read_properties_file(path, "--command-config")
@@ -259,6 +274,19 @@ def kafka_style(argv: Sequence[str], actions: Mapping[str, str]) -> list[str]:
         return argv
     argv.remove(flags[0])
     return [actions[flags[0]], *argv]
+
+
+def dispatch(argv: Sequence[str] | None, parser: argparse.ArgumentParser, actions: Mapping[str, str],
+             commands: Mapping[str, Callable[[argparse.Namespace], int | None]]) -> int:
+    """The ``main`` of a tool with subcommands: parse ``argv`` (default ``sys.argv[1:]``; Kafka's
+    action flags ``actions`` accepted, see kafka_style) and ``run`` the subcommand's function of
+    ``commands``.  Returns the exit code: 0 for ``--help``, 2 for argparse's usage errors."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parser.parse_args(kafka_style(argv, actions))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return run(commands[args.command], args)
 
 
 def run(main: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:

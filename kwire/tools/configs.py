@@ -27,8 +27,8 @@ import re
 import sys
 from typing import Sequence
 
-from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, print_table,
-                     read_properties_file, run)
+from .common import (ToolError, UsageError, add_common_arguments, client_config, dispatch, emit, print_table,
+                     read_properties_file)
 from .topics import check
 
 ACTIONS = {"--describe": "describe", "--alter": "alter"}
@@ -194,12 +194,7 @@ COMMANDS = {"describe": describe, "alter": alter}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``kwire configs ...``; returns the exit code (0, 1 refused/unreachable, 2 bad arguments)."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = build_parser().parse_args(kafka_style(argv, ACTIONS))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return run(COMMANDS[args.command], args)
+    return dispatch(argv, build_parser(), ACTIONS, COMMANDS)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
-                     key_value_args, print_table, progress, run)
+from .common import (ToolError, UsageError, client_config, dispatch, emit,
+                     key_value_args, print_table, progress, tool_parser)
 
 ACTIONS = {f"--{name}": name for name in ("list", "describe", "create", "delete", "alter")}
 BATCH = 100                 # topics described per round of requests
@@ -38,14 +38,7 @@ _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 
 # -- arguments --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kwire topics", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        add_common_arguments(p)
-        return p
+    parser, command = tool_parser("kwire topics", __doc__)
 
     p = command("list", "the names of the topics, one a line")
     p.add_argument("--topic", metavar="REGEX", help="only topics whose whole name matches")
@@ -335,12 +328,7 @@ COMMANDS = {"list": list_topics, "describe": describe, "create": create, "delete
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``kwire topics ...``; returns the exit code (0, 1 refused/unreachable, 2 bad arguments)."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = build_parser().parse_args(kafka_style(argv, ACTIONS))
-    except SystemExit as exc:       # --help, or argparse's usage error (2)
-        return int(exc.code or 0)
-    return run(COMMANDS[args.command], args)
+    return dispatch(argv, build_parser(), ACTIONS, COMMANDS)
 
 
 if __name__ == "__main__":

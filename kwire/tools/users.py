@@ -29,7 +29,7 @@ from typing import Sequence
 from kwire.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
 from kwire.scram_cli import MECHANISMS, read_password
 
-from .common import ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style, run
+from .common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
 
 ACTIONS = {"--alter": "alter", "--describe": "describe"}
 _SCRAM_CONFIG = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*", re.IGNORECASE)
@@ -37,14 +37,7 @@ _SCRAM_CONFIG = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*", re.I
 
 # -- arguments --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kwire users", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        add_common_arguments(p)
-        return p
+    parser, command = tool_parser("kwire users", __doc__)
 
     p = command("set", "add or replace a user's SCRAM credential for one mechanism")
     p.add_argument("--user", required=True)
@@ -163,12 +156,7 @@ COMMANDS = {"set": set_credential, "delete": delete_credential, "describe": desc
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``kwire users ...``; returns the exit code (0, 1 refused/unreachable, 2 bad arguments)."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = build_parser().parse_args(kafka_style(argv, ACTIONS))
-    except SystemExit as exc:       # --help, or argparse's usage error (2)
-        return int(exc.code or 0)
-    return run(COMMANDS[args.command], args)
+    return dispatch(argv, build_parser(), ACTIONS, COMMANDS)
 
 
 if __name__ == "__main__":
