@@ -61,6 +61,8 @@ DELEGATED = {
     "produce": ("kwire.tools.console:producer_main", "the console producer: stdin lines become records (kafka-console-producer.sh)"),
     "consume": ("kwire.tools.console:consumer_main", "the console consumer: records printed as lines or JSON (kafka-console-consumer.sh)"),
     "perf": ("kwire.tools.perf", "produce or consume throughput and latency (kafka-producer/consumer-perf-test.sh)"),
+    "acls": ("kwire.tools.acls", "list, add or remove ACLs (kafka-acls.sh)"),
+    "users": ("kwire.tools.users", "set, delete or describe SCRAM users (kafka-configs.sh --entity-type users)"),
 }
 
 

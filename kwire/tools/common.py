@@ -1,4 +1,4 @@
-"""What every operator command (``kwire topics|groups|configs|produce|consume|perf``) shares.
+"""What every operator command (``kwire topics|groups|configs|produce|consume|perf|acls|users``) shares.
 
 They are Kafka clients built on kafka-python, so they work against any
 Kafka-compatible broker.  Kafka's tool options, so muscle memory works:

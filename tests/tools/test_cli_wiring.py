@@ -9,7 +9,7 @@ import pytest
 
 import kwire.testing
 
-COMMANDS = ("topics", "groups", "configs", "produce", "consume", "perf")
+COMMANDS = ("topics", "groups", "configs", "produce", "consume", "perf", "acls", "users")
 
 
 def kwire_cli(*args: str) -> subprocess.CompletedProcess:
