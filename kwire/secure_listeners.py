@@ -39,7 +39,6 @@ import trio
 from kwire.admin.broker_config import BrokerConfig, ConfigError, Listener
 from kwire.admin.security_config import max_reauth_ms
 from . import sasl
-from .lowat import RCVLOWAT_MAX, set_rcvlowat
 
 logger = logging.getLogger("kwire.server")
 
@@ -150,10 +149,6 @@ class TlsStream(trio.abc.Stream):
     def __init__(self, tls: trio.SSLStream):
         self.tls = tls
         self.transport_stream = tls.transport_stream
-        # the TCP socket under TLS, for SO_RCVLOWAT only (not "socket": kwire.server reads that
-        # attribute as "a plaintext socket", for sendfile)
-        self._tcp = getattr(tls.transport_stream, "socket", None)
-        self.lowat = 1
 
     async def receive_some(self, max_bytes: int | None = None):
         data = await self.tls.receive_some(max_bytes)
@@ -174,16 +169,7 @@ class TlsStream(trio.abc.Stream):
 
     async def receive_into(self, view: memoryview) -> int:
         """Decrypt straight into ``view`` (a frame's body): trio's read for the first record,
-        then every record already received; 0 at EOF.
-
-        As on plaintext (kwire.lowat), the socket's low-water mark asks for the rest of the
-        frame at once: its ciphertext is at least the plaintext still missing, less what
-        the TLS object already holds, so the mark never waits for bytes that will not come."""
-        ssl_object = self.tls._ssl_object
-        missing = len(view) - ssl_object.pending() - self.tls._incoming.pending
-        wanted = min(max(missing, 1), RCVLOWAT_MAX)
-        if wanted != self.lowat and self._tcp is not None:
-            self.lowat = set_rcvlowat(self._tcp, wanted)
+        then every record already received; 0 at EOF."""
         data = await self.tls.receive_some(len(view))
         got = len(data)
         view[:got] = data
@@ -198,8 +184,6 @@ class TlsStream(trio.abc.Stream):
             if not more:
                 break
             got += more
-        if got == len(view) and self.lowat != 1:    # the frame is in: back to waking per byte
-            self.lowat = set_rcvlowat(self._tcp, 1)
         return got
 
     async def send_all(self, data) -> None:
