@@ -8,11 +8,8 @@ store.  The stock-client view of the same checks is tests/integration/test_acl_g
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-import tempfile
 
-import trio
 from kafka.protocol.admin import DescribeProducersRequest
 from kafka.protocol.consumer import (JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
                                      OffsetFetchRequest)
@@ -20,12 +17,12 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, TxnOffsetCommitRe
 
 from kwire.admin.acls import (CLUSTER_NAME, AclBinding, AclChange, AclOperation, AclPermissionType, PatternType,
                               ResourceType)
-from kwire.admin.broker_config import load_broker_config
-from kwire.broker import Broker, Endpoint
+from kwire.broker import Endpoint
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
 from kwire.registry import HANDLERS
 from kwire.server import RequestContext
+from tests.support.inprocess import broker_in_process, run_with
 
 ALICE = "User:alice"
 Op, R = AclOperation, ResourceType
@@ -38,29 +35,11 @@ DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
 
 
 def run(test, **properties) -> None:
-    async def main():
-        with trio.fail_after(60):
-            async with running_broker(properties) as broker:
-                await test(broker)
-    trio.run(main)
-
-
-@contextlib.asynccontextmanager
-async def running_broker(properties):
-    with tempfile.TemporaryDirectory(prefix="kwire-acl-groups-") as data_dir:
-        config = load_broker_config(None, {
-            "log.dirs": data_dir, "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
-            "group.initial.rebalance.delay.ms": "0", "super.users": "User:admin",
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", **properties})
-        broker = Broker(config)
-        broker.open()
-        broker.advertised = Endpoint("127.0.0.1", 9092)       # what serve() sets from its listener
-        for topic in ("t", "secret"):
-            broker.logs.create_topic(topic, 2, {}, now_ms=0)
-        try:
-            yield broker
-        finally:
-            broker.close()
+    run_with(test, broker_in_process(
+        {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+         "group.initial.rebalance.delay.ms": "0", "super.users": "User:admin",
+         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", **properties},
+        topics={"t": 2, "secret": 2}, advertised=Endpoint("127.0.0.1", 9092)))
 
 
 def allow(broker, resource_type: ResourceType, name: str, *operations: AclOperation, principal: str = ALICE,

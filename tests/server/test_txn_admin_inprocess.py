@@ -8,20 +8,15 @@ client reaches (InitProducerId, AddPartitionsToTxn, Produce, EndTxn).
 """
 from __future__ import annotations
 
-import contextlib
-import tempfile
-
-import trio
 from kafka.protocol.admin import DescribeProducersRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kwire.admin.broker_config import load_broker_config
-from kwire.broker import Broker
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
 from kwire.registry import HANDLERS
 from kwire.server import RequestContext
+from tests.support.inprocess import broker_in_process, run_with
 
 PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 0, 22, 24, 26
 DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
@@ -39,25 +34,9 @@ class ManualClock:
 
 
 def run(test, **properties) -> None:
-    async def main():
-        with trio.fail_after(60):
-            async with running_broker(properties) as broker:
-                await test(broker)
-    trio.run(main)
-
-
-@contextlib.asynccontextmanager
-async def running_broker(properties):
-    with tempfile.TemporaryDirectory(prefix="kwire-txn-admin-") as data_dir:
-        config = load_broker_config(None, {"log.dirs": data_dir, "transaction.state.log.num.partitions": "3",
-                                           "offsets.topic.num.partitions": "1", **properties})
-        broker = Broker(config, clock=ManualClock())
-        broker.open()
-        broker.logs.create_topic("t", 3, {}, now_ms=T0)
-        try:
-            yield broker
-        finally:
-            broker.close()
+    run_with(test, broker_in_process(
+        {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "1", **properties},
+        topics={"t": 3}, clock=ManualClock(), now_ms=T0))
 
 
 async def call(broker, api_key: int, version: int, **fields) -> dict:
