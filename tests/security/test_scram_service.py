@@ -350,15 +350,20 @@ def test_a_temporary_left_by_a_crash_is_ignored_and_overwritten(tmp_path, servic
     assert sorted(os.listdir(tmp_path)) == [FILE_NAME]
 
 
-def test_concurrent_alterations_are_serialized(tmp_path, service, monkeypatch):
-    """Two requests at once: both apply and the file holds both (each write sees the other)."""
+def slow_writes(monkeypatch, seconds: float) -> None:
+    """The credential file's writes take ``seconds`` longer (in the worker thread)."""
     real = service_module.write_atomically
 
     def slow(path, data):
         import time
-        time.sleep(0.05)
+        time.sleep(seconds)
         real(path, data)
     monkeypatch.setattr(service_module, "write_atomically", slow)
+
+
+def test_concurrent_alterations_are_serialized(tmp_path, service, monkeypatch):
+    """Two requests at once: both apply and the file holds both (each write sees the other)."""
+    slow_writes(monkeypatch, 0.05)
     results = []
 
     async def main():
@@ -375,13 +380,7 @@ def test_concurrent_alterations_are_serialized(tmp_path, service, monkeypatch):
 
 
 def test_a_cancelled_alteration_still_completes(tmp_path, service, monkeypatch):
-    real = service_module.write_atomically
-
-    def slow(path, data):
-        import time
-        time.sleep(0.2)
-        real(path, data)
-    monkeypatch.setattr(service_module, "write_atomically", slow)
+    slow_writes(monkeypatch, 0.2)
 
     async def main():
         with trio.move_on_after(0.05):
