@@ -40,6 +40,21 @@ def lookup(plog, timestamp: int, read_committed: bool = False) -> tuple[int, int
     return (found[0], found[1]) if found else (-1, -1)
 
 
+def check_caught_up(ctx, topic_name: str, partition: int, plog) -> None:
+    """Kafka's rule for a new leader (Partition.fetchOffsetForTimestamp): until its high
+    watermark reaches the log end it had when its epoch began, the followers have not told
+    it what is committed, and its high watermark (a follower's, one fetch behind) is too
+    low to answer with; OFFSET_NOT_AVAILABLE makes clients ask again.  Raises KafkaApiError."""
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return
+    leader = cluster.replicas.leader((topic_name, partition))
+    if leader is not None and leader.epoch_start_offset > plog.high_watermark:
+        raise KafkaApiError(ErrorCode.OFFSET_NOT_AVAILABLE,
+                            f"the high watermark {plog.high_watermark} is behind the start offset "
+                            f"{leader.epoch_start_offset} of leader epoch {leader.leader_epoch}")
+
+
 def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dict:
     entry = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
              "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -50,6 +65,7 @@ def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dic
     try:
         plog.health.check_online()
         check_serving(ctx, topic_name, p.partition_index, plog, p.current_leader_epoch)
+        check_caught_up(ctx, topic_name, p.partition_index, plog)
         offset, timestamp = lookup(plog, p.timestamp, read_committed)
     except KafkaApiError as exc:
         entry["error_code"] = int(exc.code)

@@ -171,6 +171,30 @@ def test_followers_of_a_new_leader_do_not_wait_out_their_long_poll_or_back_off(c
     assert elapsed < 3, f"acks=all writes after the controlled shutdown took {elapsed:.1f} s"
 
 
+def test_a_new_leader_answers_list_offsets_only_once_it_knows_what_was_committed(cluster_factory):
+    # A new leader's high watermark is the one it had as a follower, a fetch behind; until its
+    # followers report in, Kafka answers OFFSET_NOT_AVAILABLE rather than a high watermark
+    # below what was acknowledged (a consumer resetting to latest would read records again).
+    from kafka.protocol.consumer import ListOffsetsRequest
+    from kwire.testing_cluster import send_request
+    Topic = ListOffsetsRequest.ListOffsetsTopic
+    cluster = cluster_factory(properties={"replica.fetch.wait.max.ms": 4000, "replica.lag.time.max.ms": 20000})
+    create_topic(cluster.bootstrap, "latest", partitions=1, rf=3)
+    wait_for(lambda: len(partition_states(cluster, "latest")[0]["isr"]) == 3, 20, "a full ISR")
+    acked = produce_counted(cluster.bootstrap, "latest", 20, keyed_partitions=1, idempotent=False)[0]
+    cluster.stop(partition_states(cluster, "latest")[0]["leader"])
+    request = ListOffsetsRequest[4](replica_id=-1, isolation_level=0, topics=[Topic(name="latest", partitions=[
+        Topic.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+    answers, deadline = [], time.monotonic() + 20
+    while time.monotonic() < deadline and (not answers or answers[-1] != (0, len(acked))):
+        for i in cluster.live_ids():
+            p = send_request(cluster.broker(i).bootstrap, request).topics[0].partitions[0]
+            if p.error_code != 6:          # NOT_LEADER_OR_FOLLOWER: not the leader (yet)
+                answers.append((p.error_code, p.offset))
+    assert answers and answers[-1] == (0, len(acked)), answers
+    assert set(answers) <= {(0, len(acked)), (78, -1)}   # 78: OFFSET_NOT_AVAILABLE, answers
+
+
 def test_preferred_leader_election_moves_leadership_back(cluster):
     create_topic(cluster.bootstrap, "preferred", partitions=3, rf=3)
     wait_for(lambda: all(len(s["isr"]) == 3 for s in partition_states(cluster, "preferred").values()),
