@@ -220,20 +220,30 @@ def overridden_configs(admin, names: list[str]) -> dict[str, dict[str, str]]:
             for name, entries in described.get("topic", {}).items()}
 
 
+OFFSETS_RETRY_S = 5.0      # a new leader answers OFFSET_NOT_AVAILABLE until its followers catch up
+
+
 def log_offsets(admin, partitions: list[tuple[str, int]]) -> tuple[dict, dict]:
-    """(log start offsets, log end offsets) by (topic, partition); empty when unknown."""
+    """(log start offsets, log end offsets) by (topic, partition); empty when unknown.
+    Retriable errors (a leader just elected) are retried for up to OFFSETS_RETRY_S."""
+    import time
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
     from kafka.errors import KafkaError
     if not partitions:
         return {}, {}
     tps = [TopicPartition(t, p) for t, p in partitions]
-    try:
-        found = [admin.list_partition_offsets({tp: spec for tp in tps})
-                 for spec in (OffsetSpec.EARLIEST, OffsetSpec.LATEST)]
-    except KafkaError as exc:
-        warn(f"log offsets unknown ({exc})")
-        return {}, {}
+    deadline = time.monotonic() + OFFSETS_RETRY_S
+    while True:
+        try:
+            found = [admin.list_partition_offsets({tp: spec for tp in tps})
+                     for spec in (OffsetSpec.EARLIEST, OffsetSpec.LATEST)]
+            break
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                warn(f"log offsets unknown ({exc})")
+                return {}, {}
+            time.sleep(0.2)
     return tuple({(tp.topic, tp.partition): o.offset for tp, o in f.items()} for f in found)
 
 
