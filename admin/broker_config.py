@@ -22,6 +22,7 @@ from .config_def import (  # noqa: F401
     host_port, invalid, one_of, parse_value, split_host_port, split_list, subset_of,
 )
 from .properties import parse_overrides, parse_properties  # noqa: F401
+from .group_protocol_config import GROUP_PROTOCOL_KEYS
 from .security_config import SECURITY_KEYS, SERVED_PROTOCOLS, is_listener_override
 
 
@@ -252,6 +253,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "kafka.request.logger does at DEBUG."),
 ]}
 BROKER_KEYS.update({k.name: k for k in SECURITY_KEYS})
+BROKER_KEYS.update({k.name: k for k in GROUP_PROTOCOL_KEYS})
 
 # Keys that resolve to one value, highest precedence first (Kafka's broker synonyms).
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {

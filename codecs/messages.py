@@ -39,6 +39,7 @@ from kafka.protocol import metadata as _metadata
 from kafka.protocol import producer as _producer
 from kafka.protocol import sasl as _sasl
 
+from . import specs as _specs
 from .errors import CorruptFrame
 
 _MODULES = (_admin, _consumer, _metadata, _producer, _sasl)
@@ -55,6 +56,12 @@ def _collect() -> dict[int, tuple[type, type]]:
             if resp is None or not hasattr(req, "API_KEY"):
                 continue
             pairs[req.API_KEY] = (req, resp)
+    for name in _specs.NAMES:       # kwire's own specs: APIs kafka-python does not ship
+        req, resp = getattr(_specs, name + "Request"), getattr(_specs, name + "Response")
+        if req.API_KEY in pairs:
+            raise RuntimeError(f"{name}: kafka-python now ships api_key {req.API_KEY}; "
+                               f"remove kwire's spec of it (codecs/specs)")
+        pairs[req.API_KEY] = (req, resp)
     return pairs
 
 

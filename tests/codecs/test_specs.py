@@ -1,0 +1,60 @@
+"""kwire's own JSON specs (codecs/specs) go through kafka-python's generated codec like its own."""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+import kafka.protocol.admin
+import kafka.protocol.consumer
+import pytest
+
+from kwire.codecs import messages, specs
+from kwire.codecs.errors import CorruptFrame
+
+SPEC_DIR = pathlib.Path(specs.__file__).parent
+
+
+def _spec(path: pathlib.Path) -> dict:
+    return json.loads(re.sub(r"(?m)^\s*//.*$", "", path.read_text()))
+
+
+@pytest.mark.parametrize("name", specs.NAMES)
+def test_each_spec_pair_is_registered_under_its_api_key(name):
+    request, response = _spec(SPEC_DIR / f"{name}Request.json"), _spec(SPEC_DIR / f"{name}Response.json")
+    assert request["apiKey"] == response["apiKey"]
+    assert request["validVersions"] == response["validVersions"]
+    req_cls, resp_cls = messages.API_CLASSES[request["apiKey"]]
+    assert (req_cls.__name__, resp_cls.__name__) == (f"{name}Request", f"{name}Response")
+    assert messages.api_name(request["apiKey"]) == name
+
+
+def test_no_spec_shadows_one_kafka_python_ships():
+    shipped = {getattr(module, n).API_KEY for module in (kafka.protocol.admin, kafka.protocol.consumer)
+               for n in dir(module) if n.endswith("Request") and hasattr(getattr(module, n), "API_KEY")}
+    assert not shipped & {messages.API_CLASSES[_spec(SPEC_DIR / f"{n}Request.json")["apiKey"]][0].API_KEY
+                          for n in specs.NAMES}
+
+
+def test_consumer_group_heartbeat_v1_round_trips_with_the_regex_field():
+    req_cls, _ = messages.API_CLASSES[68]
+    sent = req_cls(version=1, group_id="g", member_id="m-1", member_epoch=3, instance_id=None, rack_id="r",
+                   rebalance_timeout_ms=30000, subscribed_topic_names=None, subscribed_topic_regex="orders-.*",
+                   server_assignor="uniform", topic_partitions=[])
+    frame = sent.encode(version=1)
+    got = messages.decode_request(68, 1, frame, 0)
+    assert (got.group_id, got.member_epoch, got.subscribed_topic_regex, got.rack_id) == ("g", 3, "orders-.*", "r")
+    assert got.subscribed_topic_names is None
+    with pytest.raises(CorruptFrame):
+        messages.decode_request(68, 1, frame[:len(frame) // 2], 0)
+
+
+def test_consumer_group_heartbeat_response_encodes_a_null_and_a_present_assignment():
+    base = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": "m",
+            "member_epoch": 2, "heartbeat_interval_ms": 5000}
+    _, resp_cls = messages.API_CLASSES[68]
+    empty = resp_cls.decode(messages.encode_response(68, 0, dict(base, assignment=None)), version=0)
+    assert empty.assignment is None and empty.member_epoch == 2
+    full = resp_cls.decode(messages.encode_response(68, 0, dict(base, assignment={"topic_partitions": [
+        {"topic_id": "00000000-0000-0000-0000-000000000007", "partitions": [0, 2]}]})), version=0)
+    assert [list(tp.partitions) for tp in full.assignment.topic_partitions] == [[0, 2]]
