@@ -11,13 +11,16 @@ connection:
   line that is not ``METHOD TARGET HTTP/1.x`` 400;
 * the request head (request line and headers) may be ``MAX_HEAD_BYTES`` at most
   (431 beyond), must arrive within ``REQUEST_TIMEOUT_S`` and any body is ignored;
-* at most ``MAX_CONNECTIONS`` scrape connections are served at once; more are
-  closed at once;
+* at most ``MAX_CONNECTIONS`` scrape connections are open at once: a new one
+  closes the oldest that has not sent its whole head yet (so silent connections
+  cannot hold a scraper off until they time out), or is itself closed when every
+  open one is being answered;
 * the handler catches everything its client can cause, so no HTTP client can
   reach the broker's nursery; a failure to render is a logged 500.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 from typing import Callable
@@ -114,25 +117,34 @@ class MetricsEndpoint:
         registry = registry_for(broker)
         self.render = functools.partial(generate_latest, registry)
         self.open = 0
+        # connections still reading their head, oldest first: the ones a newcomer may close
+        self._reading: collections.OrderedDict[int, trio.CancelScope] = collections.OrderedDict()
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """One scrape connection; never raises."""
         if self.open >= MAX_CONNECTIONS:
-            await aclose_quietly(stream)
-            return
+            if not self._reading:
+                await aclose_quietly(stream)
+                return
+            _key, oldest = self._reading.popitem(last=False)
+            oldest.cancel()
         self.open += 1
+        scope = trio.move_on_after(REQUEST_TIMEOUT_S)
+        key = id(scope)
+        self._reading[key] = scope
         try:
-            with trio.move_on_after(REQUEST_TIMEOUT_S):
-                await self._serve(stream)
+            with scope:
+                await self._serve(stream, key)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         except Exception:
             logger.exception("a /metrics connection failed")
         finally:
+            self._reading.pop(key, None)
             self.open -= 1
             await aclose_quietly(stream)
 
-    async def _serve(self, stream) -> None:
+    async def _serve(self, stream, key: int) -> None:
         reader = HeadReader()
         while True:
             data = await stream.receive_some(4096)
@@ -145,6 +157,7 @@ class MetricsEndpoint:
                 return
             if head is not None:
                 break
+        self._reading.pop(key, None)         # being answered: a newcomer no longer closes it
         await stream.send_all(respond(head, self.render))
 
 

@@ -248,18 +248,40 @@ def test_a_scrape_arriving_byte_by_byte_is_answered(tmp_path):
     with_endpoint(tmp_path, body)
 
 
-def test_a_silent_client_is_dropped_and_too_many_are_refused(tmp_path):
+def test_a_silent_client_is_dropped_at_the_request_timeout(tmp_path):
+    async def body(endpoint, nursery):
+        started = trio.current_time()
+        client_end, server_end = trio.testing.memory_stream_pair()
+        nursery.start_soon(endpoint.handle, server_end)
+        assert await client_end.receive_some(10) == b""
+        assert trio.current_time() - started == pytest.approx(REQUEST_TIMEOUT_S, abs=0.1)
+    with_endpoint(tmp_path, body)
+
+
+def test_silent_clients_at_the_cap_do_not_hold_off_a_scrape(tmp_path):
     async def body(endpoint, nursery):
         started = trio.current_time()
         silent = [trio.testing.memory_stream_pair() for _ in range(MAX_CONNECTIONS)]
         for _client_end, server_end in silent:
             nursery.start_soon(endpoint.handle, server_end)
-        await trio.sleep(1)
+            await trio.sleep(0.01)
+        await trio.sleep(0.5)
         assert endpoint.open == MAX_CONNECTIONS
-        assert await exchange(endpoint, nursery, GET + b"\r\n\r\n") == b""   # over the cap: closed
-        for client_end, _server_end in silent:     # each is dropped at the request timeout
+        # the scrape closes the oldest silent connection and is answered at once
+        assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
+        assert trio.current_time() - started < 2
+        assert await silent[0][0].receive_some(10) == b""
+        assert endpoint.open == MAX_CONNECTIONS - 1
+        for client_end, _server_end in silent[1:]:     # the others are dropped at the request timeout
             assert await client_end.receive_some(10) == b""
-        assert trio.current_time() - started == pytest.approx(REQUEST_TIMEOUT_S, abs=0.1)
+    with_endpoint(tmp_path, body)
+
+
+def test_over_the_cap_with_every_connection_answered_a_newcomer_is_closed(tmp_path):
+    async def body(endpoint, nursery):
+        endpoint.open = MAX_CONNECTIONS           # as if that many scrapes were being answered
+        assert await exchange(endpoint, nursery, GET + b"\r\n\r\n") == b""
+        endpoint.open = 0
         assert status(await exchange(endpoint, nursery, GET + b"\r\n\r\n")) == 200
     with_endpoint(tmp_path, body)
 
