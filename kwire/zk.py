@@ -310,11 +310,25 @@ class ZooKeeperClient:
             return False
 
     def set_topic_config(self, name: str, configs: dict[str, str]) -> None:
-        self.client.ensure_path(layout.CONFIG_TOPICS)
-        try:
-            self.client.set(layout.config_topic_path(name), layout.encode_topic_config(configs))
-        except NoNodeError:
-            self.client.create(layout.config_topic_path(name), layout.encode_topic_config(configs))
+        """Write ``/config/topics/<t>`` with a ``/config/changes`` notification naming it, in one
+        transaction, as Kafka's AdminZkClient.changeTopicConfig does (kwire's brokers watch the
+        config znode itself; the notice is for Kafka's tools and brokers that read the changes)."""
+        path, data = layout.config_topic_path(name), layout.encode_topic_config(configs)
+        notice = layout.encode_config_change(f"topics/{name}")
+        for parent in (layout.CONFIG_TOPICS, layout.CONFIG_CHANGES):
+            self.client.ensure_path(parent)
+        for attempt in range(3):      # the znode created or deleted meanwhile: look again
+            tx = self.client.transaction()
+            if self.client.exists(path) is None:
+                tx.create(path, data)
+            else:
+                tx.set_data(path, data)
+            tx.create(layout.CONFIG_CHANGE_PREFIX, notice, sequence=True)
+            failures = [r for r in tx.commit() if isinstance(r, Exception)]
+            if not failures:
+                return
+            if attempt == 2 or not any(isinstance(r, (NodeExistsError, NoNodeError)) for r in failures):
+                raise failures[0]
 
     def mark_for_deletion(self, name: str) -> None:
         try:

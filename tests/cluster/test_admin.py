@@ -34,6 +34,16 @@ def zookeeper_config(cluster, topic: str) -> dict:
         zk.stop()
 
 
+def config_change_notices(cluster) -> list[dict]:
+    """The /config/changes notifications, oldest first."""
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        return [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in sorted(zk.get_children("/config/changes"))]
+    finally:
+        zk.stop()
+
+
 def everywhere(cluster, topic: str, key: str) -> set:
     return {described(b.bootstrap, topic, key) for b in cluster.brokers.values() if b.alive()}
 
@@ -46,6 +56,8 @@ def test_altered_topic_configs_reach_every_broker_and_survive_a_restart(cluster)
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
     assert zookeeper_config(cluster, "tuned") == {"retention.ms": "123456", "cleanup.policy": "compact"}
+    # as Kafka's tools expect: a change notification names the topic
+    assert {"version": 2, "entity_path": "topics/tuned"} in config_change_notices(cluster)
     wait_for(lambda: everywhere(cluster, "tuned", "retention.ms") == {"123456"}, 10,
              "the new retention.ms on every broker")
     create_topic(cluster.bootstrap, "another", partitions=1, rf=3)    # every broker reconciles again
