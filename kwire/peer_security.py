@@ -37,7 +37,7 @@ from kwire.admin.broker_config import BrokerConfig, ConfigError, INTER_BROKER_SA
 from . import sasl
 from .peer import PeerConnection, PeerError
 from .sasl_client import SaslClientError, sasl_client
-from .secure_listeners import TlsStream, _LargeReads
+from .secure_listeners import TlsStream, LargeReads
 
 __all__ = ["PeerConnector", "PeerLogin", "SecurePeerConnection"]
 
@@ -105,7 +105,7 @@ class PeerConnector:
             raise
 
     async def _tls(self, stream: trio.SocketStream, host: str, port: int, timeout_s: float) -> TlsStream:
-        tls = trio.SSLStream(_LargeReads(stream), self.ssl_context, server_hostname=host)
+        tls = trio.SSLStream(LargeReads(stream), self.ssl_context, server_hostname=host)
         try:
             with trio.fail_after(timeout_s):
                 await tls.do_handshake()

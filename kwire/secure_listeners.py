@@ -114,7 +114,7 @@ def _mechanisms(config: BrokerConfig, listener: str, scram, max_bytes: int) -> d
 TLS_READ_BYTES = 1 << 20      # raw bytes taken from the socket per read under TLS
 
 
-class _LargeReads(trio.abc.HalfCloseableStream):
+class LargeReads(trio.abc.HalfCloseableStream):
     """A socket stream whose ``receive_some()`` without a size takes up to TLS_READ_BYTES:
     trio.SSLStream refills its TLS buffer that way, 64 KiB at a time otherwise."""
 
@@ -205,7 +205,7 @@ async def secure(stream: trio.SocketStream, context: ListenerContext, peer: str
     certificate); None when the handshake failed (logged at INFO; the caller closes)."""
     if context.ssl_context is None:
         return stream, ANONYMOUS
-    tls_stream = trio.SSLStream(_LargeReads(stream), context.ssl_context, server_side=True)
+    tls_stream = trio.SSLStream(LargeReads(stream), context.ssl_context, server_side=True)
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             await tls_stream.do_handshake()
