@@ -60,15 +60,26 @@ FAST_MEMBER = {
 SEQ = struct.Struct(">qd")  # sequence number, send time (monotonic s)
 
 
+# strategy value for the KIP-848 protocol (group.protocol=consumer): the broker
+# assigns, and times the heartbeats, so librdkafka refuses the classic keys.
+CONSUMER_PROTOCOL = "consumer-protocol"
+CLASSIC_ONLY_KEYS = ("partition.assignment.strategy", "session.timeout.ms",
+                     "heartbeat.interval.ms")
+
+
 def _consumer_conf(bootstrap, group, errs, log_path, strategy=None,
                    extra=None, client_id="kwire-bench-group"):
     conf = _base(bootstrap, errs, log_path)
     conf["client.id"] = client_id
     conf["group.id"] = group
     conf.update(GROUP_CONSUMER)
-    if strategy:
-        conf["partition.assignment.strategy"] = strategy
     conf.update(extra or {})
+    if strategy == CONSUMER_PROTOCOL:
+        conf["group.protocol"] = "consumer"
+        for key in CLASSIC_ONLY_KEYS:
+            conf.pop(key, None)
+    elif strategy:
+        conf["partition.assignment.strategy"] = strategy
     return conf
 
 
@@ -196,8 +207,10 @@ class _ThreadMember:
 
     def __init__(self, name, conf, topic, deadline):
         self.name = name
+        # cooperative and KIP-848 members get deltas in their callbacks
         self.incremental = (conf.get("partition.assignment.strategy")
-                            == "cooperative-sticky")
+                            == "cooperative-sticky"
+                            or conf.get("group.protocol") == "consumer")
         self.topic = topic
         self.deadline = deadline
         self.c = Consumer(conf)

@@ -48,8 +48,17 @@ WORKLOADS = {
     "3": "kill -9 1 of 3 members, gap until resumed",
     "4": "2nd member joins, eager, until both own",
     "5": "2nd member joins, cooperative-sticky",
+    "6": "join-to-first-record, KIP-848 (group.protocol=consumer)",
+    "7": "2nd member joins, KIP-848 (group.protocol=consumer)",
 }
-DEFAULT_WORKLOADS = "1,2,3,4,5"
+DEFAULT_WORKLOADS = "1,2,3,4,5,6,7"
+# KIP-848 workloads: brokers without the protocol skip them
+CONSUMER_PROTOCOL_WORKLOADS = {"6", "7"}
+# KIP-848 members heartbeat at the broker's interval: 500 ms, as FAST_MEMBER's
+# classic members do (the kwire-side minimum is lowered to allow it)
+KWIRE_CONSUMER_PROTOCOL_ARGS = [
+    "--override", "group.consumer.min.heartbeat.interval.ms=500",
+    "--override", "group.consumer.heartbeat.interval.ms=500"]
 
 # (workload, metric, label); every one is a time, lower is better
 COMPARE = [
@@ -65,6 +74,8 @@ COMPARE = [
     ("4", "both_assigned_s", "G4 2nd join->both own (eager)       s"),
     ("4", "b_first_assign_s", "G4 2nd join->2nd assigned (eager)   s"),
     ("5", "both_assigned_s", "G5 2nd join->both own (coop)        s"),
+    ("6", "first_record_s", "G6 subscribe->first record (848)    s"),
+    ("7", "both_assigned_s", "G7 2nd join->both own (848)         s"),
     ("1", "broker_cpu_s", "G1 broker CPU                       s"),
     ("3", "broker_cpu_s", "G3 broker CPU                       s"),
 ]
@@ -80,7 +91,8 @@ def plan(args) -> dict:
         "timeout_s": args.timeout,
         "group_consumer_config": gw.GROUP_CONSUMER,
         "member_config_w3_w4_w5": gw.FAST_MEMBER,
-        "kwire_args": KWIRE_GROUP_ARGS + list(args.kwire_arg),
+        "kwire_args": (KWIRE_GROUP_ARGS + KWIRE_CONSUMER_PROTOCOL_ARGS
+                       + list(args.kwire_arg)),
         "tansu_note": "tansu 0.6.0 has no group.initial.rebalance.delay.ms "
                       "equivalent (no such flag or environment variable in "
                       "'tansu broker --help'); it runs with its defaults",
@@ -92,10 +104,11 @@ def _call_for(w: str, b: Broker, run_id: str, rep: int, params: dict,
     cl = str(b.client_log)
     t = params["timeout_s"]
     group = f"bench-g{w}-{run_id}-r{rep + 1}"
-    if w in ("1", "2"):
+    if w in ("1", "2", "6"):
         return "join_first_record", dict(
             bootstrap=b.bootstrap, topic=topic, group=group,
-            strategy=None if w == "1" else "cooperative-sticky",
+            strategy={"1": None, "2": "cooperative-sticky",
+                      "6": gw.CONSUMER_PROTOCOL}[w],
             timeout_s=t, log_path=cl)
     if w == "3":
         return "kill_rebalance", dict(
@@ -105,7 +118,8 @@ def _call_for(w: str, b: Broker, run_id: str, rep: int, params: dict,
             log_path=cl)
     return "second_member_join", dict(
         bootstrap=b.bootstrap, topic=topic, group=group,
-        strategy=None if w == "4" else "cooperative-sticky",
+        strategy={"4": None, "5": "cooperative-sticky",
+                  "7": gw.CONSUMER_PROTOCOL}[w],
         timeout_s=t, log_path=cl)
 
 
@@ -127,7 +141,7 @@ def _one_line(w: str, r: dict) -> str:
     m = r.get("metrics", {})
     if not r["ok"]:
         return "FAILED: " + (r.get("error") or "?").splitlines()[0][:300]
-    if w in ("1", "2"):
+    if w in ("1", "2", "6"):
         return (f"first record {m.get('first_record_s')} s "
                 f"(assigned {m.get('assign_s')} s)")
     if w == "3":
@@ -143,7 +157,14 @@ def run_broker(name: str, args, run_dir: Path, params: dict, run_id: str,
                selected: list[str]) -> dict:
     bargs = argparse.Namespace(**vars(args))
     if name == "kwire":
-        bargs.kwire_arg = KWIRE_GROUP_ARGS + list(args.kwire_arg)
+        bargs.kwire_arg = (KWIRE_GROUP_ARGS + KWIRE_CONSUMER_PROTOCOL_ARGS
+                           + list(args.kwire_arg))
+    else:
+        skipped = [w for w in selected if w in CONSUMER_PROTOCOL_WORKLOADS]
+        if skipped:
+            log(f"{name}: skipping G{', G'.join(skipped)}: no KIP-848 "
+                f"consumer protocol (ConsumerGroupHeartbeat) in {name}")
+            selected = [w for w in selected if w not in skipped]
     b, out = start_broker(name, bargs, run_dir, selected)
     if b is None:
         return out
