@@ -33,6 +33,18 @@ class OffsetsMixin:
         fx = self._begin(now_ms)
         member_id = member_id or ""
         group = self._groups.get(group_id) if group_id is not None else None
+        if group_id in self._consumer_groups:
+            error = self._validate_consumer_commit(self._consumer_groups[group_id], generation_id, member_id)
+            if error is None and group is None:
+                group = self._create(fx, group_id)      # the consumer group's offsets holder
+            errors = [error] * len(offsets) if error is not None else [self._store_offset(fx, group, o)
+                                                                       for o in offsets]
+            if error is None:
+                member = self._consumer_groups[group_id].members.get(member_id)
+                if member is not None:
+                    member.session_deadline_ms = now_ms + self.config.consumer.session_timeout_ms
+                fx.touch(group_id)
+            return self._finish(fx, errors)
         if group_id is None:
             error: ErrorCode | None = E.INVALID_GROUP_ID
         elif group is None and generation_id >= 0:
@@ -67,7 +79,11 @@ class OffsetsMixin:
         if group is None:
             group = self._create(fx, group_id)
         error = None
-        if generation_id >= 0 or member_id or group_instance_id is not None:
+        if group_id in self._consumer_groups:
+            if generation_id >= 0 or member_id:
+                error = self._validate_consumer_commit(self._consumer_groups[group_id], generation_id,
+                                                       member_id or "")
+        elif generation_id >= 0 or member_id or group_instance_id is not None:
             error = self._validate_member(group, member_id or "", group_instance_id)
             if error is None and generation_id != group.generation_id:
                 error = E.ILLEGAL_GENERATION
@@ -99,6 +115,22 @@ class OffsetsMixin:
         pending = group.pending_txn_offsets.pop(producer_id, {})
         if commit:
             group.offsets.update(pending)
+
+    @staticmethod
+    def _validate_consumer_commit(group, member_epoch: int, member_id: str) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: the generation is the member epoch; an
+        epoch ahead is FENCED_MEMBER_EPOCH, behind STALE_MEMBER_EPOCH.  (Kafka also refuses
+        OffsetCommit below v9 from consumer-protocol members; kwire does not check the version.)"""
+        if member_epoch < 0 and not group.members:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member_epoch > member.member_epoch:
+            return E.FENCED_MEMBER_EPOCH
+        if member_epoch < member.member_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return None
 
     def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str,
                                 group_instance_id: str | None) -> ErrorCode | None:

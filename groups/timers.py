@@ -34,6 +34,7 @@ class TimersMixin:
             if self._scheduled.get(group_id) == at:
                 del self._scheduled[group_id]
                 fx.touch(group_id)
+        self._consumer_tick(fx)
         return self._finish(fx)
 
     def next_deadline_ms(self) -> int | None:
@@ -44,7 +45,9 @@ class TimersMixin:
         self._stale.clear()
         while self._heap and self._scheduled.get(self._heap[0][1]) != self._heap[0][0]:
             heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        consumer = self._consumer_next_deadline()
+        classic = self._heap[0][0] if self._heap else None
+        return min((at for at in (classic, consumer) if at is not None), default=None)
 
     # -- events -------------------------------------------------------------
     def _next_event(self, group: Group) -> tuple[int, str, str | None] | None:
