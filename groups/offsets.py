@@ -159,6 +159,17 @@ class OffsetsMixin:
                                                          fx.now_ms)), producer))
         return E.NONE
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9's member check for a consumer group (Kafka's ConsumerGroup.validateOffsetFetch):
+        none without a member id and epoch; an unknown member is UNKNOWN_MEMBER_ID, another epoch
+        STALE_MEMBER_EPOCH (behind) or FENCED_MEMBER_EPOCH (ahead).  Classic groups: not checked."""
+        group = self._consumer_groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return None
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        return self._validate_consumer_commit(group, member_epoch, member_id)
+
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool = False) -> list[tuple[str, int, int, int, str, ErrorCode]]:
         """OffsetFetch rows (topic, partition, offset, leader_epoch, metadata, error); reads only.

@@ -203,6 +203,10 @@ class GroupService:
         self.check_owner(group_id)
         return self.coordinator.fetch_offsets(group_id, partitions, require_stable)
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        self.check_owner(group_id)
+        return self.coordinator.validate_offset_fetch(group_id, member_id, member_epoch)
+
     def describe(self, group_id: str) -> GroupDescription:
         self.check_owner(group_id)
         return self.coordinator.describe_group(group_id)

@@ -245,10 +245,15 @@ def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False
 async def handle_offset_fetch(ctx, request):
     stable = bool(getattr(request, "require_stable", False))     # v7+ (KIP-447)
     if ctx.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": [], "error_code": GROUP_DENIED}
-                  if denied(ctx, DESCRIBE, GROUP, g.group_id) else
-                  {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
-                   "error_code": 0} for g in request.groups]
+        groups = []
+        for g in request.groups:
+            error = GROUP_DENIED if denied(ctx, DESCRIBE, GROUP, g.group_id) else None
+            if error is None and ctx.api_version >= 9:       # KIP-848: the member's epoch is checked
+                member_error = service(ctx).validate_offset_fetch(g.group_id, g.member_id, g.member_epoch)
+                error = None if member_error is None else int(member_error)
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": error} if error is not None else
+                          {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
+                           "error_code": 0})
         return {"throttle_time_ms": 0, "groups": groups}
     if denied(ctx, DESCRIBE, GROUP, request.group_id):
         # v1 has no top-level error: each partition carries it (Kafka 3.x's answer; 4.0 lists none)

@@ -320,3 +320,13 @@ def test_records_round_trip_and_reject_bad_bytes():
     for bad in (encoded[:-2], encoded + b"\x00"):
         with pytest.raises(GroupRecordError):
             cr.decode_member_metadata(bad)
+
+
+def test_offset_fetch_checks_the_member_epoch():
+    d = Driver()
+    d.hb("a")
+    assert d.c.validate_offset_fetch("g", None, -1) is None                 # admin client
+    assert d.c.validate_offset_fetch("g", "a", 1) is None
+    assert d.c.validate_offset_fetch("g", "a", 0) is E.STALE_MEMBER_EPOCH
+    assert d.c.validate_offset_fetch("g", "zz", 1) is E.UNKNOWN_MEMBER_ID
+    assert d.c.validate_offset_fetch("classic-or-none", "a", 7) is None
