@@ -84,8 +84,10 @@ class AdminMixin:
         if group_error is not E.NONE:
             errors = [group_error] * len(partitions)
         else:
-            empty = group.is_(GroupState.EMPTY)
-            errors = [E.NONE if empty or not group.is_subscribed_to(t) else E.GROUP_SUBSCRIBED_TO_TOPIC
+            consumer = self._consumer_groups.get(group_id)
+            empty = group.is_(GroupState.EMPTY) and consumer is None
+            subscribed = group.is_subscribed_to if consumer is None else consumer.subscription_metadata.__contains__
+            errors = [E.NONE if empty or not subscribed(t) else E.GROUP_SUBSCRIBED_TO_TOPIC
                       for t, _ in partitions]
             self._remove_offsets(fx, group, [tp for tp, e in zip(partitions, errors) if e is E.NONE])
             if self._droppable(group):

@@ -330,3 +330,15 @@ def test_offset_fetch_checks_the_member_epoch():
     assert d.c.validate_offset_fetch("g", "a", 0) is E.STALE_MEMBER_EPOCH
     assert d.c.validate_offset_fetch("g", "zz", 1) is E.UNKNOWN_MEMBER_ID
     assert d.c.validate_offset_fetch("classic-or-none", "a", 7) is None
+
+
+def test_offsets_of_subscribed_topics_never_expire_and_cannot_be_deleted():
+    d = Driver()
+    d.config.offsets_retention_ms = 1000
+    d.hb("a")
+    d.c.commit_offsets("g", 1, "a", None, [OffsetCommit("t1", 0, 5), OffsetCommit("gone", 0, 7)], 0)
+    d.hb("a", 1, {T1: [0, 1, 2, 3]}, topics=None)        # keeps the session alive
+    assert d.c.next_deadline_ms() == 1000
+    d.tick(1000)
+    assert d.c.fetch_offsets("g", None) == [("t1", 0, 5, -1, "", E.NONE)]
+    assert d.c.delete_offsets("g", [("t1", 0)], 1000).result == (E.NONE, [E.GROUP_SUBSCRIBED_TO_TOPIC])
