@@ -254,3 +254,40 @@ def test_not_served_without_consumer_in_the_rebalance_protocols():
                                                         include_authorized_operations=False),
                            ConsumerGroupDescribeResponse) is None
         client.close()
+
+
+CRASHING_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "auto.offset.reset": "earliest", "enable.auto.commit": False})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+    if c.assignment():
+        print("assigned", flush=True)
+"""
+
+
+def test_a_crashed_member_is_removed_after_the_session_timeout(kbroker):
+    import subprocess
+    import sys
+    topic, group = new_topic(kbroker), f"g-{uuid.uuid4().hex[:6]}"
+    events = []
+    a = Member(kbroker, group, events, "a")
+    a.subscribe([topic])
+    poll_until([a], lambda: len(a.owned()) == 4)
+    crashing = subprocess.Popen([sys.executable, "-c", CRASHING_MEMBER, kbroker.bootstrap, group, topic],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        poll_until([a], lambda: len(a.owned()) == 2)          # a revokes two for the new member
+        assert crashing.stdout.readline().strip() == "assigned"
+    finally:
+        crashing.kill()                                  # no leave heartbeat: only the session ends it
+        crashing.wait()
+    killed = time.monotonic()
+    poll_until([a], lambda: len(a.owned()) == 4, timeout=20)
+    waited = time.monotonic() - killed
+    assert 3 < waited < 15, waited                       # group.consumer.session.timeout.ms=6000
+    assert len(raw_describe(kbroker, group).members) == 1
+    a.c.close()
