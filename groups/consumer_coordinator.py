@@ -71,7 +71,7 @@ class ConsumerGroupsMixin:
             else:
                 result = self._consumer_heartbeat(fx, req, topics)
         except Refused as e:
-            result = ConsumerHeartbeatResult(e.code, e.message, req.member_id or None, -1, 0)
+            result = ConsumerHeartbeatResult(e.code, e.message, None, 0, 0)     # Kafka's error answer
         return self._finish(fx, result)
 
     def _validate_heartbeat(self, req: ConsumerHeartbeat) -> None:
@@ -154,6 +154,7 @@ class ConsumerGroupsMixin:
         if is_new or updated.subscription_key() != member.subscription_key():
             fx.append(self._member_record(group.group_id, updated))
         group.add(updated)
+        group.empty_since_ms = None
         metadata = self._subscription_metadata(group, topics)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -355,6 +356,8 @@ class ConsumerGroupsMixin:
         fx.append(Record(group.group_id, consumer_key(GROUP_METADATA, group.group_id),
                          encode_group_epoch(group.group_epoch)))
         group.update_state()
+        if not group.members:
+            group.empty_since_ms = fx.now_ms
         fx.touch(group.group_id)
 
     # -- timers -----------------------------------------------------------------------
@@ -365,6 +368,8 @@ class ConsumerGroupsMixin:
             for m in group.members.values() if group else ():
                 if m.session_deadline_ms is None:
                     m.session_deadline_ms = fx.now_ms + self.config.consumer.session_timeout_ms
+            if group is not None and not group.members and group.empty_since_ms is None:
+                group.empty_since_ms = fx.now_ms
         self._consumer_unscheduled.clear()
 
     def _consumer_next_deadline(self) -> int | None:
@@ -374,7 +379,16 @@ class ConsumerGroupsMixin:
             return 0
         ats = [at for g in self._consumer_groups.values() for m in g.members.values()
                for at in (m.session_deadline_ms, m.rebalance_deadline_ms) if at is not None]
+        ats += [at for g in self._consumer_groups.values() if (at := self._removal_deadline(g)) is not None]
         return min(ats, default=None)
+
+    def _removal_deadline(self, group: ConsumerGroup) -> int | None:
+        """An Empty consumer group without offsets is deleted (tombstoned) at the next offsets
+        cleanup, as Kafka's cleanupGroupMetadata; here one check interval after it became Empty."""
+        holder = self._groups.get(group.group_id)
+        if group.members or group.empty_since_ms is None or (holder is not None and holder.offsets):
+            return None
+        return group.empty_since_ms + self.config.offsets_retention_check_interval_ms
 
     def _consumer_tick(self, fx: Effects) -> None:
         """Fence the members whose session expired or who did not revoke within the rebalance timeout."""
@@ -385,6 +399,9 @@ class ConsumerGroupsMixin:
                         and member.state is MemberState.UNREVOKED_PARTITIONS)
                 if expired or late:
                     self._fence(fx, group, member)
+            removal = self._removal_deadline(group)
+            if removal is not None and removal <= fx.now_ms:
+                self._delete_consumer_group(fx, group)
 
     # -- describe, list, delete ------------------------------------------------------------
     def consumer_group_describe(self, group_id: str, topic_names: dict[uuid.UUID, str]) -> ConsumerGroupDescription:
@@ -467,3 +484,4 @@ class ConsumerGroupsMixin:
             member.state = MemberState(c.state) if c.state in MemberState._value2member_map_ else MemberState.UNKNOWN
             member.assigned, member.pending_revocation = dict(c.assigned), dict(c.pending_revocation)
         group.state = group.update_state()
+        self._consumer_unscheduled.add(gid)        # sessions and the empty group's removal need a clock

@@ -112,6 +112,8 @@ class ConsumerGroup:
     # name -> (topic id, partitions) of the topics the members subscribe (Kafka's subscription metadata)
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     state: ConsumerGroupState = ConsumerGroupState.EMPTY
+    # When the last member left (None: has members, or replayed before the first clock).
+    empty_since_ms: int | None = None
 
     def update_state(self) -> ConsumerGroupState:
         """Derive the state from the epochs (Kafka's maybeUpdateGroupState), checked by the table."""

@@ -342,3 +342,32 @@ def test_offsets_of_subscribed_topics_never_expire_and_cannot_be_deleted():
     d.tick(1000)
     assert d.c.fetch_offsets("g", None) == [("t1", 0, 5, -1, "", E.NONE)]
     assert d.c.delete_offsets("g", [("t1", 0)], 1000).result == (E.NONE, [E.GROUP_SUBSCRIBED_TO_TOPIC])
+
+
+def test_an_empty_group_without_offsets_is_removed_at_the_next_cleanup():
+    d = Driver()
+    interval = d.config.offsets_retention_check_interval_ms
+    d.hb("a")
+    d.hb("a", -1, topics=None)
+    assert d.c.next_deadline_ms() == interval
+    d.tick(interval)
+    assert "g" not in d.c._consumer_groups
+    assert [r.value for r in d.log[-3:]] == [None, None, None]           # types 6, 4, 3 tombstoned
+    kept = Driver()
+    kept.hb("a")
+    kept.c.commit_offsets("g", 1, "a", None, [OffsetCommit("t1", 0, 1)], 0)
+    kept.hb("a", -1, topics=None)
+    kept.tick(interval)
+    assert "g" in kept.c._consumer_groups                                # it has offsets
+
+
+def test_a_replayed_empty_group_is_removed_one_interval_after_start():
+    d = Driver()
+    d.hb("a")
+    d.hb("a", -1, topics=None)
+    fresh = GroupCoordinator(d.config)
+    for record in d.log:
+        fresh.replay(record.key, record.value)
+    assert fresh.next_deadline_ms() == 0
+    fresh.tick(500)
+    assert fresh.next_deadline_ms() == 500 + d.config.offsets_retention_check_interval_ms
