@@ -126,11 +126,11 @@ class ConsumerGroupsMixin:
     def _consumer_heartbeat(self, fx: Effects, req: ConsumerHeartbeat, topics: Topics) -> ConsumerHeartbeatResult:
         cfg = self.config.consumer
         group = self._consumer_group_or_refuse(req.group_id, req.member_epoch == 0)
-        member_id = req.member_id or str(uuid.uuid4())
-        if member_id not in group.members and req.instance_id not in group.static_members \
-                and len(group.members) >= cfg.max_size:
+        if len(group.members) >= cfg.max_size and (not req.member_id or req.member_id not in group.members):
+            # Kafka's check, before the member id is made; a static member rejoining under a new id counts as new
             raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
                                                     f"{cfg.max_size} members.")
+        member_id = req.member_id or str(uuid.uuid4())
         member, replaced = self._member_for(group, member_id, req)
         # From here on the heartbeat is accepted: state changes and records follow.
         if req.group_id not in self._consumer_groups:
@@ -220,8 +220,8 @@ class ConsumerGroupsMixin:
                                                  f"({req.member_epoch}) than the one known by the group "
                                                  f"coordinator ({member.member_epoch}).")
         if req.member_epoch < member.member_epoch:
-            subset = req.owned is not None and all(p in member.assigned.get(tid, ()) for tid, ps in req.owned
-                                                    for p in ps)
+            subset = req.owned is not None and all(tid in member.assigned and set(ps) <= member.assigned[tid]
+                                                    for tid, ps in req.owned)
             if req.member_epoch != member.previous_member_epoch or not subset:
                 raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
                                                      f"({req.member_epoch}) than the one known by the group "
