@@ -39,10 +39,7 @@ class OffsetsMixin:
                 group = self._create(fx, group_id)      # the consumer group's offsets holder
             errors = [error] * len(offsets) if error is not None else [self._store_offset(fx, group, o)
                                                                        for o in offsets]
-            if error is None:
-                member = self._consumer_groups[group_id].members.get(member_id)
-                if member is not None:
-                    member.session_deadline_ms = now_ms + self.config.consumer.session_timeout_ms
+            if error is None:      # unlike a classic member's, a commit is no heartbeat (as Kafka)
                 fx.touch(group_id)
             return self._finish(fx, errors)
         if group_id is None:
