@@ -291,3 +291,41 @@ def test_a_crashed_member_is_removed_after_the_session_timeout(kbroker):
     assert 3 < waited < 15, waited                       # group.consumer.session.timeout.ms=6000
     assert len(raw_describe(kbroker, group).members) == 1
     a.c.close()
+
+
+def test_consumer_member_refused_on_a_live_classic_group_but_an_empty_one_converts(kbroker):
+    """kwire does not do Kafka's online upgrade of a classic group with members: the heartbeat is
+    GROUP_ID_NOT_FOUND (fatal to librdkafka).  Once the classic members have left, the group id
+    converts and the consumer-protocol member resumes from the classic group's commits."""
+    topic, group = new_topic(kbroker), f"g-{uuid.uuid4().hex[:6]}"
+    produce(kbroker, topic, 40)
+    classic = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": group, "session.timeout.ms": 6000,
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    classic.subscribe([topic])
+    read = 0
+    deadline = time.monotonic() + 20
+    while read < 40 and time.monotonic() < deadline:
+        m = classic.poll(0.1)
+        if m is not None and not m.error():
+            read += 1
+    classic.commit(asynchronous=False)
+    refused = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": group, "group.protocol": "consumer"})
+    refused.subscribe([topic])
+    errors = []
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:
+        classic.poll(0.1)
+        m = refused.poll(0.1)
+        if m is not None and m.error():
+            errors.append(m.error())
+    refused.close()
+    assert errors and "group id does not exist" in errors[0].str()
+    assert len(classic.assignment()) == 4
+    classic.close()                                        # the classic group is now Empty
+    produce(kbroker, topic, 10, start=40)
+    a = Member(kbroker, group, [], "a")
+    a.subscribe([topic])
+    poll_until([a], lambda: len(a.values) == 10)
+    assert sorted(a.values) == list(range(40, 50))
+    assert raw_describe(kbroker, group).error_code == 0
+    a.c.close()
