@@ -17,7 +17,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.results import ConsumerHeartbeat
 
 from ..registry import handles
-from .authz_groups import DESCRIBE, GROUP, READ, acls_on, authorized_operations, denied
+from .authz_groups import DESCRIBE, GROUP, READ, acls_on, denied
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 UNKNOWN_OPERATIONS = -2147483648
@@ -80,8 +80,9 @@ def _described(ctx, group_id: str, with_operations: bool) -> dict:
                          "assignment": _assignment(m.assignment, names),
                          "target_assignment": _assignment(m.target_assignment, names),
                          "member_type": MEMBER_TYPE_CONSUMER} for m in d.members],
-            "authorized_operations": authorized_operations(ctx, GROUP, group_id)
-            if with_operations else UNKNOWN_OPERATIONS}
+            # an int32 bit field here (DescribeGroups' is a bitfield type in kafka-python's spec)
+            "authorized_operations": ctx.broker.acls.authorizer.authorized_operations(
+                ctx.principal, ctx.host, GROUP, group_id) if with_operations else UNKNOWN_OPERATIONS}
 
 
 @handles(69, 0, 1, enabled=consumer_protocol_enabled)

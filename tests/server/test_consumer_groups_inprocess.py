@@ -39,3 +39,28 @@ def test_a_consumer_group_has_member_and_lag_metrics():
         assert {s.labels["partition"] for s in lag.samples if s.labels["consumergroup"] == "cg"} == {"0", "1"}
         await trio.sleep(0)
     run_with(check, broker_in_process({}, topics={"t": 2}))
+
+
+def test_the_consumer_group_apis_need_read_and_describe_on_the_group():
+    from tests.server.test_acl_groups_inprocess import Op, R, allow, call, run
+
+    hb_fields = dict(group_id="g", member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
+                     rebalance_timeout_ms=30000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
+                     server_assignor=None, topic_partitions=[])
+
+    async def scenario(broker):
+        denied = await call(broker, 68, 1, **hb_fields)
+        assert (denied["error_code"], denied["member_epoch"], denied["assignment"]) == (30, 0, None)
+        described = await call(broker, 69, 0, group_ids=["g"], include_authorized_operations=False)
+        assert described["groups"][0]["error_code"] == 30
+        allow(broker, R.GROUP, "g", Op.READ)
+        joined = await call(broker, 68, 1, **hb_fields)
+        assert (joined["error_code"], joined["member_id"], joined["member_epoch"]) == (0, "m1", 1)
+        assert sorted(joined["assignment"]["topic_partitions"][0]["partitions"]) == [0, 1]
+        allow(broker, R.GROUP, "g", Op.DESCRIBE)
+        group = (await call(broker, 69, 1, group_ids=["g"], include_authorized_operations=True))["groups"][0]
+        assert (group["error_code"], group["group_state"], group["group_epoch"]) == (0, "Stable", 1)
+        member = group["members"][0]
+        assert member["assignment"]["topic_partitions"][0]["topic_name"] == "t"
+        assert group["authorized_operations"] == (1 << Op.READ) | (1 << Op.DESCRIBE)     # Kafka's bit field
+    run(scenario)
