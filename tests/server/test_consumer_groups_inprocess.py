@@ -64,3 +64,18 @@ def test_the_consumer_group_apis_need_read_and_describe_on_the_group():
         assert member["assignment"]["topic_partitions"][0]["topic_name"] == "t"
         assert group["authorized_operations"] == (1 << Op.READ) | (1 << Op.DESCRIBE)     # Kafka's bit field
     run(scenario)
+
+
+def test_the_first_configured_assignor_is_the_default_and_class_names_are_accepted():
+    async def check(broker):
+        assert broker.groups.coordinator.config.consumer.assignors == ("range", "uniform")
+        hb = dict(group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=30000,
+                  subscribed_topic_names=("t",), owned=())
+        assert (await broker.groups.consumer_heartbeat(ConsumerHeartbeat(**hb))).member_epoch == 1
+        assert broker.groups.consumer_describe("g").assignor_name == "range"
+        refused = await broker.groups.consumer_heartbeat(ConsumerHeartbeat(**dict(hb, member_id="m2"),
+                                                                           server_assignor="sticky"))
+        assert refused.error == 112 and "uniform" in refused.message          # UNSUPPORTED_ASSIGNOR
+    run_with(check, broker_in_process(
+        {"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"},
+        topics={"t": 2}))
