@@ -21,6 +21,7 @@ import uuid
 from kwire.codecs.errors import ErrorCode
 
 from .admin import AdminMixin
+from .consumer_coordinator import ConsumerGroupsMixin
 from .effects import Effects
 from .group import Group, GroupState, Member
 from .offsets import OffsetsMixin
@@ -52,8 +53,8 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (h & 0x7FFFFFFF) % num_partitions
 
 
-class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin):
-    """All classic groups of this broker; one instance, driven by one task (not thread-safe)."""
+class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, ConsumerGroupsMixin):
+    """All classic and KIP-848 consumer groups of this broker; one instance, driven by one task (not thread-safe)."""
 
     def __init__(self, config: GroupConfig | None = None, unique_id=None):
         """``unique_id()`` makes the suffix of new member ids (a UUID4; tests pass a counter)."""
@@ -64,6 +65,8 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin):
         self._scheduled: dict[str, int] = {}
         self._stale: set[str] = set()         # replayed groups whose timers are not scheduled yet
         self._unscheduled: set[str] = set()   # replayed groups whose members have no session deadline
+        self._consumer_groups: dict = {}      # KIP-848 consumer groups (consumer_coordinator)
+        self._consumer_unscheduled: set[str] = set()
 
     # ------------------------------------------------------------------ one call: begin, finish
     def _begin(self, now_ms: int) -> Effects:
@@ -75,6 +78,7 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin):
                     member.deadline_ms = now_ms + member.session_timeout_ms
             fx.touch(group_id)
         self._unscheduled.clear()
+        self._consumer_begin(fx)
         return fx
 
     def _finish(self, fx: Effects, result=None) -> Outcome:
@@ -134,7 +138,13 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin):
             fx.complete(ticket, JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
         elif group is None and member_id:
             fx.complete(ticket, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+        elif req.group_id in self._consumer_groups and self._consumer_groups[req.group_id].members:
+            # Kafka without mixed groups (3.7): a classic member cannot join a consumer group.
+            fx.complete(ticket, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         else:
+            if req.group_id in self._consumer_groups:      # empty: it becomes a classic group
+                self._delete_consumer_group(fx, self._consumer_groups[req.group_id], keep_offsets=True)
+                group = self._groups.get(req.group_id)
             if group is None:
                 group = self._create(fx, req.group_id)
             fx.touch(group.group_id)

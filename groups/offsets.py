@@ -33,6 +33,15 @@ class OffsetsMixin:
         fx = self._begin(now_ms)
         member_id = member_id or ""
         group = self._groups.get(group_id) if group_id is not None else None
+        if group_id in self._consumer_groups:
+            error = self._validate_consumer_commit(self._consumer_groups[group_id], generation_id, member_id)
+            if error is None and group is None:
+                group = self._create(fx, group_id)      # the consumer group's offsets holder
+            errors = [error] * len(offsets) if error is not None else [self._store_offset(fx, group, o)
+                                                                       for o in offsets]
+            if error is None:      # unlike a classic member's, a commit is no heartbeat (as Kafka)
+                fx.touch(group_id)
+            return self._finish(fx, errors)
         if group_id is None:
             error: ErrorCode | None = E.INVALID_GROUP_ID
         elif group is None and generation_id >= 0:
@@ -67,7 +76,11 @@ class OffsetsMixin:
         if group is None:
             group = self._create(fx, group_id)
         error = None
-        if generation_id >= 0 or member_id or group_instance_id is not None:
+        if group_id in self._consumer_groups:
+            if generation_id >= 0 or member_id:
+                error = self._validate_consumer_commit(self._consumer_groups[group_id], generation_id,
+                                                       member_id or "")
+        elif generation_id >= 0 or member_id or group_instance_id is not None:
             error = self._validate_member(group, member_id or "", group_instance_id)
             if error is None and generation_id != group.generation_id:
                 error = E.ILLEGAL_GENERATION
@@ -100,6 +113,22 @@ class OffsetsMixin:
         if commit:
             group.offsets.update(pending)
 
+    @staticmethod
+    def _validate_consumer_commit(group, member_epoch: int, member_id: str) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: the generation is the member epoch; an
+        epoch ahead is FENCED_MEMBER_EPOCH, behind STALE_MEMBER_EPOCH.  (Kafka also refuses
+        OffsetCommit below v9 from consumer-protocol members; kwire does not check the version.)"""
+        if member_epoch < 0 and not group.members:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member_epoch > member.member_epoch:
+            return E.FENCED_MEMBER_EPOCH
+        if member_epoch < member.member_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return None
+
     def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str,
                                 group_instance_id: str | None) -> ErrorCode | None:
         if generation_id < 0 and group.is_(EMPTY):
@@ -126,6 +155,17 @@ class OffsetsMixin:
                          encode_offset_value(OffsetValue(entry.offset, entry.leader_epoch, entry.metadata,
                                                          fx.now_ms)), producer))
         return E.NONE
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9's member check for a consumer group (Kafka's ConsumerGroup.validateOffsetFetch):
+        none without a member id and epoch; an unknown member is UNKNOWN_MEMBER_ID, another epoch
+        STALE_MEMBER_EPOCH (behind) or FENCED_MEMBER_EPOCH (ahead).  Classic groups: not checked."""
+        group = self._consumer_groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return None
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        return self._validate_consumer_commit(group, member_epoch, member_id)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool = False) -> list[tuple[str, int, int, int, str, ErrorCode]]:

@@ -15,6 +15,7 @@ from .records import (
     GroupKey, GroupRecordError, GroupValue, MemberValue, OffsetKey, decode_group_value, decode_key,
     decode_offset_value, encode_group_value, group_key,
 )
+from .consumer_records import decode_consumer_key
 from .results import Record
 
 logger = logging.getLogger("kwire.groups")
@@ -40,7 +41,11 @@ class PersistenceMixin:
             self._scheduled.pop(group_id, None)
             self._stale.discard(group_id)
             self._unscheduled.discard(group_id)
-        return len(doomed)
+        consumer = [g for g in self._consumer_groups if predicate(g)]
+        for group_id in consumer:
+            del self._consumer_groups[group_id]
+            self._consumer_unscheduled.discard(group_id)
+        return len(doomed) + len(consumer)
 
     def replay(self, key: bytes, value: bytes | None, producer_id: int | None = None) -> bool:
         """Apply one ``__consumer_offsets`` record at start-up (value None = tombstone).
@@ -69,7 +74,10 @@ class PersistenceMixin:
             elif isinstance(k, GroupKey):
                 self._replay_group(k.group_id, None if value is None else decode_group_value(bytes(value)))
             else:
-                return False
+                ck = decode_consumer_key(bytes(key)) if key is not None else None
+                if ck is None:
+                    return False
+                self._replay_consumer(ck, None if value is None else bytes(value))
         except GroupRecordError as e:
             logger.warning("skipping undecodable group record (key %r): %s", key, e)
             return False

@@ -23,6 +23,8 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600000
     # offset.metadata.max.bytes
     offset_metadata_max_bytes: int = 4096
+    # group.consumer.*: KIP-848 consumer groups
+    consumer: "ConsumerGroupConfig" = field(default_factory=lambda: ConsumerGroupConfig())
 
 
 class Record(NamedTuple):
@@ -141,3 +143,66 @@ class Outcome:
     completed: list[tuple[int, Any]] = field(default_factory=list)
     result: Any = None
     next_deadline_ms: int | None = None
+
+
+@dataclass
+class ConsumerGroupConfig:
+    """Kafka's broker settings for KIP-848 consumer groups (``group.consumer.*``)."""
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    max_size: int = 2**31 - 1
+    assignors: tuple[str, ...] = ("uniform", "range")     # the first is the default
+    migration_policy: str = "bidirectional"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerHeartbeat:
+    """A ConsumerGroupHeartbeat request; ``owned`` is (topic id, partitions) pairs, None when not sent."""
+    group_id: str
+    member_id: str = ""
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: tuple[tuple[Any, tuple[int, ...]], ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True)
+class ConsumerHeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: dict | None = None     # topic id -> partitions, None: not sent
+
+
+@dataclass(frozen=True)
+class ConsumerMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: dict
+    target_assignment: dict
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    error: ErrorCode
+    message: str | None
+    group_id: str
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[ConsumerMemberDescription, ...] = ()

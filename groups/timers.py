@@ -34,6 +34,7 @@ class TimersMixin:
             if self._scheduled.get(group_id) == at:
                 del self._scheduled[group_id]
                 fx.touch(group_id)
+        self._consumer_tick(fx)
         return self._finish(fx)
 
     def next_deadline_ms(self) -> int | None:
@@ -44,7 +45,9 @@ class TimersMixin:
         self._stale.clear()
         while self._heap and self._scheduled.get(self._heap[0][1]) != self._heap[0][0]:
             heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        consumer = self._consumer_next_deadline()
+        classic = self._heap[0][0] if self._heap else None
+        return min((at for at in (classic, consumer) if at is not None), default=None)
 
     # -- events -------------------------------------------------------------
     def _next_event(self, group: Group) -> tuple[int, str, str | None] | None:
@@ -100,10 +103,21 @@ class TimersMixin:
     # -- offsets and group removal ------------------------------------------------
     def _offsets_deadline(self, group: Group) -> int | None:
         cfg = self.config
-        ats = [at for _, at in group.offset_expiries(cfg.offsets_retention_ms)]
+        ats = [at for _, at in self._offset_expiries(group)]
         if self._droppable(group):
             ats.append((group.state_timestamp or 0) + cfg.offsets_retention_check_interval_ms)
         return min(ats, default=None)
+
+    def _offset_expiries(self, group: Group) -> list[tuple[tuple[str, int], int]]:
+        """(partition, expiry) of the group's offsets; a KIP-848 consumer group's (held by an
+        offsets-only Group) as Kafka's OffsetMetadataManager: the offsets of topics its members
+        subscribe to are kept, the others expire the retention after their commit."""
+        consumer = self._consumer_groups.get(group.group_id)
+        if consumer is None:
+            return group.offset_expiries(self.config.offsets_retention_ms)
+        return [(tp, e.expire_timestamp if e.expire_timestamp >= 0
+                 else e.commit_timestamp + self.config.offsets_retention_ms)
+                for tp, e in group.offsets.items() if tp[0] not in consumer.subscription_metadata]
 
     @staticmethod
     def _droppable(group: Group) -> bool:
@@ -112,7 +126,7 @@ class TimersMixin:
 
     def _expire_offsets(self, fx: Effects, group: Group) -> None:
         cfg, now_ms = self.config, fx.now_ms
-        expired = [tp for tp, at in group.offset_expiries(cfg.offsets_retention_ms) if at <= now_ms]
+        expired = [tp for tp, at in self._offset_expiries(group) if at <= now_ms]
         self._remove_offsets(fx, group, expired)
         if self._droppable(group) and (
                 expired or (group.state_timestamp or 0) + cfg.offsets_retention_check_interval_ms <= now_ms):

@@ -24,6 +24,11 @@ from kwire.groups import (
     SyncRequest, SyncResult,
 )
 
+from kwire.groups.assignors import ASSIGNORS, assignor_names
+from kwire.groups.results import (
+    ConsumerGroupConfig, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult,
+)
+
 from .blocking import create_topic, run_blocking
 from .clock import Clock
 
@@ -50,6 +55,20 @@ def records_to_end(plog):
             offset = batch.base_offset + batch.last_offset_delta + 1
 
 
+def consumer_group_config(config) -> ConsumerGroupConfig:
+    """The ``group.consumer.*`` broker keys; assignor class names become short names, names
+    kwire has no assignor for are left out (logged)."""
+    assignors = tuple(a for a in assignor_names(config.value_of("group.consumer.assignors")) if a in ASSIGNORS)
+    if len(assignors) != len(config.value_of("group.consumer.assignors")):
+        logger.warning("group.consumer.assignors: kwire has only the assignors %s", sorted(ASSIGNORS))
+    return ConsumerGroupConfig(
+        session_timeout_ms=config.value_of("group.consumer.session.timeout.ms"),
+        heartbeat_interval_ms=config.value_of("group.consumer.heartbeat.interval.ms"),
+        max_size=config.value_of("group.consumer.max.size"),
+        assignors=assignors or ("uniform", "range"),
+        migration_policy=config.value_of("group.consumer.migration.policy"))
+
+
 class _Waiter:
     __slots__ = ("done", "result", "group_id", "result_class")
 
@@ -71,7 +90,8 @@ class GroupService:
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
-            offsets_retention_ms=config.offsets_retention_ms))
+            offsets_retention_ms=config.offsets_retention_ms,
+            consumer=consumer_group_config(config)))
         self._tickets = itertools.count(1)
         self._waiting: dict[int, _Waiter] = {}
         self._wakeup = trio.Event()
@@ -183,12 +203,40 @@ class GroupService:
         self.check_owner(group_id)
         return self.coordinator.fetch_offsets(group_id, partitions, require_stable)
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        self.check_owner(group_id)
+        return self.coordinator.validate_offset_fetch(group_id, member_id, member_epoch)
+
     def describe(self, group_id: str) -> GroupDescription:
         self.check_owner(group_id)
         return self.coordinator.describe_group(group_id)
 
     def list_groups(self, states_filter: list[str] | None) -> list[tuple[str, str, str]]:
         return self.coordinator.list_groups(states_filter)
+
+    def list_consumer_groups(self, states_filter: list[str] | None) -> list[tuple[str, str]]:
+        return self.coordinator.list_consumer_groups(states_filter)
+
+    # -- KIP-848 consumer groups ------------------------------------------------------
+    def topic_metadata(self) -> dict:
+        """name -> (topic id, partitions) of every topic but the internal ones: what
+        consumer-group subscriptions (names and regexes) resolve against."""
+        return {name: (t.topic_id, len(t.partitions)) for name, t in self.logs.topics.items()
+                if not t.internal and not name.startswith("__")}
+
+    async def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat.  Raises KafkaApiError(NOT_COORDINATOR) for another broker's group."""
+        self.check_owner(request.group_id)
+        return await self._call(lambda now: self.coordinator.consumer_group_heartbeat(
+            request, self.topic_metadata(), now))
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return group_id in self.coordinator._consumer_groups
+
+    def consumer_describe(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe of one group.  Raises KafkaApiError(NOT_COORDINATOR)."""
+        self.check_owner(group_id)
+        return self.coordinator.consumer_group_describe(group_id, {})
 
     async def _call(self, call):
         """Run one coordinator call at the current time, apply its outcome, return its result."""

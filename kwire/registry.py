@@ -20,6 +20,13 @@ class Handler:
     # Versions inside the advertised window that are rejected anyway
     # (librdkafka <2.11 needs Produce 0 advertised to enable compression).
     reject_below: int = 0
+    # Whether a broker of this config serves the API (None: always); one that does not
+    # neither advertises it nor accepts it (e.g. the KIP-848 APIs without ``consumer`` in
+    # group.coordinator.rebalance.protocols).
+    enabled: Callable[..., bool] | None = None
+
+    def serves(self, config) -> bool:
+        return self.enabled is None or config is None or self.enabled(config)
 
 
 HANDLERS: dict[int, Handler] = {}
@@ -39,8 +46,9 @@ class Deferred:
         self.complete = complete
 
 
-def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0):
+def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0,
+            enabled: Callable[..., bool] | None = None):
     def register(func):
-        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below)
+        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below, enabled)
         return func
     return register

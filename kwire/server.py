@@ -442,12 +442,13 @@ class Connection:
         """
         header = parse_request_header(frame, flexible_for=_flexible)
         handler = HANDLERS.get(header.api_key)
-        if handler is None:
+        if handler is None or not handler.serves(self.broker.config):
             raise CorruptFrame(f"unknown api_key {header.api_key}")
         in_range = handler.min_version <= header.api_version <= handler.max_version
         if header.api_key == API_VERSIONS and not in_range:
             from .handlers.api_versions import unsupported_version_response
-            return [frame_response(header.correlation_id, unsupported_version_response(), header_v1=False)]
+            return [frame_response(header.correlation_id, unsupported_version_response(self.broker.config),
+                                   header_v1=False)]
         if not in_range:
             raise CorruptFrame(f"unsupported version {header.api_version} of "
                                f"{messages.api_name(header.api_key)}")

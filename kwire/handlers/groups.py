@@ -245,10 +245,15 @@ def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False
 async def handle_offset_fetch(ctx, request):
     stable = bool(getattr(request, "require_stable", False))     # v7+ (KIP-447)
     if ctx.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": [], "error_code": GROUP_DENIED}
-                  if denied(ctx, DESCRIBE, GROUP, g.group_id) else
-                  {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
-                   "error_code": 0} for g in request.groups]
+        groups = []
+        for g in request.groups:
+            error = GROUP_DENIED if denied(ctx, DESCRIBE, GROUP, g.group_id) else None
+            if error is None and ctx.api_version >= 9:       # KIP-848: the member's epoch is checked
+                member_error = service(ctx).validate_offset_fetch(g.group_id, g.member_id, g.member_epoch)
+                error = None if member_error is None else int(member_error)
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": error} if error is not None else
+                          {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
+                           "error_code": 0})
         return {"throttle_time_ms": 0, "groups": groups}
     if denied(ctx, DESCRIBE, GROUP, request.group_id):
         # v1 has no top-level error: each partition carries it (Kafka 3.x's answer; 4.0 lists none)
@@ -274,7 +279,9 @@ async def handle_describe_groups(ctx, request):
         d = service(ctx).describe(group_id)
         error, message = int(d.error), None
         if ctx.api_version >= 6 and error == 0 and d.state == "Dead":     # KIP-1043: say it
-            error, message = int(ErrorCode.GROUP_ID_NOT_FOUND), f"Group {group_id} not found."
+            error, message = int(ErrorCode.GROUP_ID_NOT_FOUND), (
+                f"Group {group_id} is not a classic group." if service(ctx).is_consumer_group(group_id)
+                else f"Group {group_id} not found.")
         out.append({"error_code": error, "error_message": message, "group_id": group_id,
                     "group_state": d.state, "protocol_type": d.protocol_type or "",
                     "protocol_data": d.protocol_name or "",
@@ -289,16 +296,18 @@ async def handle_describe_groups(ctx, request):
 @handles(16, 0, 5)
 async def handle_list_groups(ctx, request):
     states = list(request.states_filter) if getattr(request, "states_filter", None) else None
-    types = getattr(request, "types_filter", None)
-    groups = service(ctx).list_groups(states)
-    if types and "classic" not in [t.lower() for t in types]:
-        groups = []
+    types = {t.lower() for t in getattr(request, "types_filter", None) or ()}
+    groups = [] if types and "classic" not in types else [
+        (g, pt, st, "classic") for g, pt, st in service(ctx).list_groups(states)]
+    if not types or "consumer" in types:         # KIP-848 groups: protocol type "consumer", as Kafka
+        groups = sorted(groups + [(g, "consumer", st, "consumer")
+                                  for g, st in service(ctx).list_consumer_groups(states)])
     if acls_on(ctx) and not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):    # then only groups it may DESCRIBE
-        hidden = unauthorized(ctx, DESCRIBE, GROUP, [g for g, _, _ in groups], log=False)
+        hidden = unauthorized(ctx, DESCRIBE, GROUP, [row[0] for row in groups], log=False)
         groups = [row for row in groups if row[0] not in hidden]
     return {"throttle_time_ms": 0, "error_code": 0,
-            "groups": [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"}
-                       for g, pt, st in groups]}
+            "groups": [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": gt}
+                       for g, pt, st, gt in groups]}
 
 
 @handles(42, 0, 2)

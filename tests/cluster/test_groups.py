@@ -104,3 +104,58 @@ def test_a_group_keeps_its_committed_offsets_across_a_coordinator_failover(clust
     again.extend(int(r.value) for records in consumer.poll(500).values() for r in records)
     consumer.close()
     assert sorted(again) == list(range(30))         # only the new records: the commit survived
+
+
+def test_a_consumer_protocol_member_survives_a_coordinator_failover(cluster_factory):
+    """KIP-848: the group's records are replayed by the new coordinator, which accepts the member
+    at the epoch it had (no rejoin), and the member's commits survive."""
+    from confluent_kafka import Consumer
+
+    from kwire.codecs.specs import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+    from tests.support.raw_client import RawClient
+
+    cluster = cluster_factory(3, properties={
+        "group.consumer.session.timeout.ms": 10000, "group.consumer.min.session.timeout.ms": 1000,
+        "group.consumer.heartbeat.interval.ms": 300, "group.consumer.min.heartbeat.interval.ms": 100})
+    create_topic(cluster.bootstrap, "kip848", partitions=3, rf=3)
+    produce_counted("confluent", cluster.bootstrap, "kip848", 60)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "moves", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["kip848"])
+    values = []
+
+    def poll_until(n, timeout):
+        deadline = time.monotonic() + timeout
+        while len(values) < n and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and not m.error():
+                values.append(int(m.value()))
+                consumer.commit(message=m, asynchronous=False)
+
+    def describe(node):
+        client = RawClient(cluster.broker(node).port)
+        try:
+            return client.call(ConsumerGroupDescribeRequest(version=0, group_ids=["moves"],
+                                                            include_authorized_operations=False),
+                               ConsumerGroupDescribeResponse).groups[0]
+        finally:
+            client.close()
+
+    poll_until(60, 40)
+    assert sorted(values) == list(range(60))
+    coordinator = coordinator_of(cluster.broker(1).bootstrap, "moves")
+    before = describe(coordinator)
+    assert before.error_code == 0 and len(before.members) == 1
+    others = [b for b in cluster.brokers if b != coordinator]
+    assert describe(others[0]).error_code == NOT_COORDINATOR
+    cluster.kill(coordinator)
+    new = wait_for(lambda: (c := coordinator_of(cluster.broker(others[0]).bootstrap, "moves")) in others and c,
+                   30, "a new coordinator")
+    produce_counted("confluent", cluster.live_bootstrap(), "kip848", 30)
+    poll_until(90, 60)
+    after = describe(new)
+    consumer.close()
+    assert sorted(values[60:]) == list(range(30))                  # resumed from its commits, once each
+    # the same member at the same group epoch: replayed, not rejoined (a rejoin bumps the epoch)
+    assert after.error_code == 0 and after.group_epoch == before.group_epoch
+    assert [m.member_id for m in after.members] == [before.members[0].member_id]

@@ -81,10 +81,15 @@ def test_error_response_round_trips(api_key, version):
 
 
 def dict_strategy(schema, version, depth=0):
-    """Random dicts for ``schema`` at ``version``; any field may be left out (schema default)."""
-    optional = {field.name: value_strategy(field, version, depth)
-                for field in schema.fields.values() if field.for_version_q(version)}
-    return st.fixed_dictionaries({}, optional=optional)
+    """Random dicts for ``schema`` at ``version``; any field may be left out (schema default),
+    but a non-nullable struct (ConsumerGroupDescribe's Assignment), for which kafka-python has
+    no default."""
+    fields = [f for f in schema.fields.values() if f.for_version_q(version)]
+    required = {f.name for f in fields if f.is_struct() and not f.is_struct_array()
+                and not f.nullable_for_version_q(version) and f._tag is None}
+    strategies = {f.name: value_strategy(f, version, depth) for f in fields}
+    return st.fixed_dictionaries({n: s for n, s in strategies.items() if n in required},
+                                 optional={n: s for n, s in strategies.items() if n not in required})
 
 
 def value_strategy(field, version, depth):

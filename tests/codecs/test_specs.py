@@ -58,3 +58,24 @@ def test_consumer_group_heartbeat_response_encodes_a_null_and_a_present_assignme
     full = resp_cls.decode(messages.encode_response(68, 0, dict(base, assignment={"topic_partitions": [
         {"topic_id": "00000000-0000-0000-0000-000000000007", "partitions": [0, 2]}]})), version=0)
     assert [list(tp.partitions) for tp in full.assignment.topic_partitions] == [[0, 2]]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_describe_round_trips_and_member_type_is_v1_only(version):
+    req_cls, resp_cls = messages.API_CLASSES[69]
+    frame = req_cls(version=version, group_ids=["a", "b"], include_authorized_operations=True).encode(version=version)
+    got = messages.decode_request(69, version, frame, 0)
+    assert (list(got.group_ids), got.include_authorized_operations) == (["a", "b"], True)
+    tp = {"topic_id": "00000000-0000-0000-0000-000000000009", "topic_name": "t", "partitions": [1, 3]}
+    member = {"member_id": "m", "instance_id": None, "rack_id": "r", "member_epoch": 4, "client_id": "c",
+              "client_host": "/h", "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+              "assignment": {"topic_partitions": [tp]}, "target_assignment": {"topic_partitions": []},
+              "member_type": 1}
+    fields = {"throttle_time_ms": 0, "groups": [
+        {"error_code": 0, "error_message": None, "group_id": "g", "group_state": "Stable", "group_epoch": 5,
+         "assignment_epoch": 5, "assignor_name": "uniform", "members": [member],
+         "authorized_operations": -2147483648}]}
+    decoded = resp_cls.decode(messages.encode_response(69, version, fields), version=version)
+    m = decoded.groups[0].members[0]
+    assert (m.member_epoch, list(m.assignment.topic_partitions[0].partitions)) == (4, [1, 3])
+    assert m.member_type == (1 if version == 1 else -1)

@@ -1,0 +1,487 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe (part of ``GroupCoordinator``).
+
+The rules are Kafka's GroupMetadataManager.consumerGroupHeartbeat (trunk of late 2024):
+validate; leave (epoch -1, static -2); get or create the group and the member;
+a changed subscription or changed metadata of the subscribed topics bumps the group
+epoch; a group epoch ahead of the assignment epoch recomputes the target assignment
+with the assignor; the member is reconciled towards its target (``reconcile``).
+Every change is written as Kafka's records (``consumer_records``) before the answer.
+
+Offsets of a consumer group live where classic groups keep theirs: in an
+offsets-only classic ``Group`` of the same id (generation 0, no members), so
+OffsetCommit/OffsetFetch/offset expiry are shared; a group id in
+``_consumer_groups`` is a consumer group, whatever that holder says.
+
+Differences from Kafka, on purpose or not yet done: topic metadata is passed in
+with each call and compared on every heartbeat (Kafka refreshes it on a timer);
+regular expressions are Python ``re`` full matches resolved synchronously (Kafka:
+RE2/J, resolved asynchronously and stored as records of type 16); an invalid
+regex is INVALID_REQUEST (Kafka 4.x: INVALID_REGULAR_EXPRESSION, which kafka-python's
+error table lacks); classic members in a consumer group (mixed groups) and the online
+upgrade of a non-empty classic group are not implemented: a JoinGroup on a
+non-empty consumer group is INCONSISTENT_GROUP_PROTOCOL, a heartbeat on a non-empty
+classic group GROUP_ID_NOT_FOUND; empty groups convert either way.
+"""
+from __future__ import annotations
+
+import uuid
+
+from kwire.codecs.errors import ErrorCode
+
+from .assignors import ASSIGNORS, MemberSubscription
+from .consumer_group import (
+    LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, MemberState, compiled, reconcile,
+)
+from .consumer_records import (
+    CURRENT_ASSIGNMENT, GROUP_METADATA, MEMBER_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA,
+    ConsumerKey, CurrentAssignment, MemberMetadata, consumer_key, decode_current_assignment, decode_epoch,
+    decode_member_metadata, decode_partition_metadata, decode_target_member, encode_current_assignment,
+    encode_group_epoch, encode_member_metadata, encode_partition_metadata, encode_target_member,
+)
+from .effects import Effects
+from .group import Group
+from .records import group_key
+from .results import (
+    ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, Outcome,
+    Record,
+)
+
+E = ErrorCode
+Topics = dict  # name -> (topic id, partitions)
+
+
+class Refused(Exception):
+    """A heartbeat answered with an error; raised before any state changes."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class ConsumerGroupsMixin:
+    # -- ConsumerGroupHeartbeat ------------------------------------------------------
+    def consumer_group_heartbeat(self, req: ConsumerHeartbeat, topics: Topics, now_ms: int) -> Outcome:
+        """ConsumerGroupHeartbeat; ``topics`` is the cluster's topics, name -> (topic id, partitions).
+        ``result`` is a ConsumerHeartbeatResult."""
+        fx = self._begin(now_ms)
+        try:
+            self._validate_heartbeat(req)
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                result = self._consumer_leave(fx, req)
+            else:
+                result = self._consumer_heartbeat(fx, req, topics)
+        except Refused as e:
+            result = ConsumerHeartbeatResult(e.code, e.message, None, 0, 0)     # Kafka's error answer
+        return self._finish(fx, result)
+
+    def _validate_heartbeat(self, req: ConsumerHeartbeat) -> None:
+        cfg = self.config.consumer
+        if not req.group_id:
+            raise Refused(E.INVALID_REQUEST, "GroupId can't be empty.")
+        if req.instance_id == "":
+            raise Refused(E.INVALID_REQUEST, "InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise Refused(E.INVALID_REQUEST, "RackId can't be empty.")
+        if req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
+            if not req.member_id:
+                raise Refused(E.INVALID_REQUEST, "MemberId can't be empty.")
+        elif req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise Refused(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or any(ps for _, ps in req.owned):
+                raise Refused(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
+                raise Refused(E.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set "
+                                                 "in first request.")
+        elif req.member_epoch == STATIC_LEAVE_EPOCH:
+            if not req.member_id:
+                raise Refused(E.INVALID_REQUEST, "MemberId can't be empty.")
+            if req.instance_id is None:
+                raise Refused(E.INVALID_REQUEST, "InstanceId can't be null.")
+        else:
+            raise Refused(E.INVALID_REQUEST, "MemberEpoch is invalid.")
+        if req.subscribed_topic_regex is not None and compiled(req.subscribed_topic_regex) is None:
+            raise Refused(E.INVALID_REQUEST, f"SubscribedTopicRegex {req.subscribed_topic_regex} is not valid.")
+        if req.server_assignor is not None and req.server_assignor not in cfg.assignors:
+            raise Refused(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
+                                                  f"Supported assignors: {', '.join(cfg.assignors)}.")
+
+    def _consumer_group_or_refuse(self, group_id: str, create: bool) -> ConsumerGroup:
+        group = self._consumer_groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self._groups.get(group_id)
+        if classic is not None and not self._offsets_only(classic):
+            if not create or classic.members or classic.pending_members:
+                raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        elif not create:
+            raise Refused(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        return ConsumerGroup(group_id)
+
+    @staticmethod
+    def _offsets_only(group: Group) -> bool:
+        """A classic Group that only holds offsets (never had a generation), as consumer groups use."""
+        return group.generation_id == 0 and not group.members and not group.pending_members
+
+    def _consumer_heartbeat(self, fx: Effects, req: ConsumerHeartbeat, topics: Topics) -> ConsumerHeartbeatResult:
+        cfg = self.config.consumer
+        group = self._consumer_group_or_refuse(req.group_id, req.member_epoch == 0)
+        if len(group.members) >= cfg.max_size and (not req.member_id or req.member_id not in group.members):
+            # Kafka's check, before the member id is made; a static member rejoining under a new id counts as new
+            raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
+                                                    f"{cfg.max_size} members.")
+        member_id = req.member_id or str(uuid.uuid4())
+        member, replaced = self._member_for(group, member_id, req)
+        # From here on the heartbeat is accepted: state changes and records follow.
+        if req.group_id not in self._consumer_groups:
+            self._adopt(fx, group)
+        if replaced is not None:
+            self._replace_static(fx, group, replaced, member)
+        updated = ConsumerMember(**member.__dict__)
+        for name, value in (("instance_id", req.instance_id), ("rack_id", req.rack_id),
+                            ("server_assignor", req.server_assignor),
+                            ("subscribed_topic_regex", req.subscribed_topic_regex)):
+            if value is not None:
+                setattr(updated, name, value)
+        if req.subscribed_topic_names is not None:
+            updated.subscribed_topic_names = tuple(req.subscribed_topic_names)
+        if req.rebalance_timeout_ms != -1:
+            updated.rebalance_timeout_ms = req.rebalance_timeout_ms
+        updated.client_id, updated.client_host = req.client_id, req.client_host
+        is_new = member_id not in group.members
+        bump = is_new or (updated.subscribed_topic_names, updated.subscribed_topic_regex, updated.server_assignor) != (
+            member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
+        if is_new or updated.subscription_key() != member.subscription_key():
+            fx.append(self._member_record(group.group_id, updated))
+        group.add(updated)
+        group.empty_since_ms = None
+        metadata = self._subscription_metadata(group, topics)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            fx.append(Record(group.group_id, consumer_key(PARTITION_METADATA, group.group_id),
+                             encode_partition_metadata(metadata)))
+            bump = True
+        if bump:
+            group.group_epoch += 1
+            fx.append(Record(group.group_id, consumer_key(GROUP_METADATA, group.group_id),
+                             encode_group_epoch(group.group_epoch)))
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target(fx, group)
+        reconciled = self._reconcile(fx, group, updated, req.owned, fx.now_ms)
+        reconciled.session_deadline_ms = fx.now_ms + cfg.session_timeout_ms
+        group.update_state()
+        fx.touch(group.group_id)
+        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                                         and req.owned is not None)
+        send = full or reconciled.assigned != member.assigned or is_new
+        return ConsumerHeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
+                                       cfg.heartbeat_interval_ms, dict(reconciled.assigned) if send else None)
+
+    def _member_for(self, group: ConsumerGroup, member_id: str, req: ConsumerHeartbeat):
+        """The member a heartbeat speaks for, and the static member it replaces (or None)."""
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if req.member_epoch != 0:
+                    raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
+                                                       f"{group.group_id}.")
+                return ConsumerMember(member_id), None
+            if req.member_epoch != 0:
+                self._check_epoch(member, req)
+            return member, None
+        existing_id = group.static_members.get(req.instance_id)
+        existing = group.members.get(existing_id) if existing_id is not None else None
+        if req.member_epoch == 0:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerMember(member_id), None
+            if existing.member_epoch != STATIC_LEAVE_EPOCH and existing.member_id != member_id:
+                raise Refused(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                              f"{req.instance_id} cannot join the group because the instance id is owned by "
+                              f"{existing.member_id} member.")
+            if existing.member_id == member_id:
+                return existing, None
+            new = ConsumerMember(**{**existing.__dict__, "member_id": member_id, "member_epoch": 0,
+                                    "previous_member_epoch": 0})
+            return new, existing
+        if existing is None:
+            raise Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise Refused(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {req.instance_id} "
+                                                f"was fenced by member {existing.member_id}.")
+        self._check_epoch(existing, req)
+        return existing, None
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, req: ConsumerHeartbeat) -> None:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member one epoch behind whose owned
+        partitions are a subset of its assignment lost our last answer and is accepted."""
+        if req.member_epoch > member.member_epoch:
+            raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
+                                                 f"({req.member_epoch}) than the one known by the group "
+                                                 f"coordinator ({member.member_epoch}).")
+        if req.member_epoch < member.member_epoch:
+            subset = req.owned is not None and all(tid in member.assigned and set(ps) <= member.assigned[tid]
+                                                    for tid, ps in req.owned)
+            if req.member_epoch != member.previous_member_epoch or not subset:
+                raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
+                                                     f"({req.member_epoch}) than the one known by the group "
+                                                     f"coordinator ({member.member_epoch}).")
+
+    def _adopt(self, fx: Effects, group: ConsumerGroup) -> None:
+        """A new consumer group; an empty classic group of the id is converted (its metadata
+        record tombstoned, its offsets kept), as Kafka's maybeDeleteEmptyClassicGroup."""
+        classic = self._groups.get(group.group_id)
+        if classic is not None and not self._offsets_only(classic):
+            fx.append(Record(group.group_id, group_key(group.group_id), None))
+            classic.generation_id = 0
+            classic.protocol_type = classic.protocol_name = classic.leader_id = None
+        self._consumer_groups[group.group_id] = group
+
+    def _replace_static(self, fx: Effects, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
+        """A static member rejoined under a new member id: it takes the old one's assignment."""
+        target = group.target.get(old.member_id, {})
+        self._member_tombstones(fx, group.group_id, old.member_id)
+        group.remove(old.member_id)
+        group.add(new)
+        group.target[new.member_id] = target
+        fx.append(self._member_record(group.group_id, new))
+        fx.append(Record(group.group_id, consumer_key(TARGET_MEMBER, group.group_id, new.member_id),
+                         encode_target_member(target)))
+        fx.append(self._assignment_record(group.group_id, new))
+
+    @staticmethod
+    def _subscription_metadata(group: ConsumerGroup, topics: Topics) -> Topics:
+        return {name: topics[name] for name in sorted(topics)
+                if any(m.matches(name) for m in group.members.values())}
+
+    def _assignor_of(self, group: ConsumerGroup) -> str:
+        """Kafka's preferred server assignor: the one most members name, else the configured default."""
+        counts: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor is not None:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if not counts:
+            return self.config.consumer.assignors[0]
+        return max(sorted(counts), key=lambda a: counts[a])
+
+    def _update_target(self, fx: Effects, group: ConsumerGroup) -> None:
+        subs = {m.member_id: MemberSubscription(
+            frozenset(n for n in group.subscription_metadata if m.matches(n)), group.target.get(m.member_id, {}))
+            for m in group.members.values()}
+        new = ASSIGNORS[self._assignor_of(group)](subs, group.subscription_metadata)
+        for member_id, assignment in sorted(new.items()):
+            if assignment != group.target.get(member_id):
+                fx.append(Record(group.group_id, consumer_key(TARGET_MEMBER, group.group_id, member_id),
+                                 encode_target_member(assignment)))
+            group.target[member_id] = assignment
+        group.assignment_epoch = group.group_epoch
+        fx.append(Record(group.group_id, consumer_key(TARGET_METADATA, group.group_id),
+                         encode_group_epoch(group.assignment_epoch)))
+
+    def _reconcile(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember, owned, now_ms: int
+                   ) -> ConsumerMember:
+        owners = group.owners()
+        new = reconcile(member, group.assignment_epoch, group.target.get(member.member_id, {}),
+                        lambda tid, p: owners.get((tid, p)), owned)
+        if new is not member:
+            if (new.member_epoch, new.previous_member_epoch, new.state, new.assigned, new.pending_revocation) != (
+                    member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
+                    member.pending_revocation):
+                fx.append(self._assignment_record(group.group_id, new))
+            group.members[new.member_id] = new
+        if new.state is MemberState.UNREVOKED_PARTITIONS:
+            if new.rebalance_deadline_ms is None or new.pending_revocation != member.pending_revocation:
+                new.rebalance_deadline_ms = now_ms + max(new.rebalance_timeout_ms, 0)
+        else:
+            new.rebalance_deadline_ms = None
+        return new
+
+    @staticmethod
+    def _member_record(group_id: str, m: ConsumerMember) -> Record:
+        return Record(group_id, consumer_key(MEMBER_METADATA, group_id, m.member_id), encode_member_metadata(
+            MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+                           m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)))
+
+    @staticmethod
+    def _assignment_record(group_id: str, m: ConsumerMember) -> Record:
+        return Record(group_id, consumer_key(CURRENT_ASSIGNMENT, group_id, m.member_id), encode_current_assignment(
+            CurrentAssignment(m.member_epoch, m.previous_member_epoch, int(m.state), m.assigned,
+                              m.pending_revocation)))
+
+    @staticmethod
+    def _member_tombstones(fx: Effects, group_id: str, member_id: str) -> None:
+        for record_type in (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA):
+            fx.append(Record(group_id, consumer_key(record_type, group_id, member_id), None))
+
+    # -- leaving and fencing ------------------------------------------------------------
+    def _consumer_leave(self, fx: Effects, req: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
+        group = self._consumer_group_or_refuse(req.group_id, False)
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
+                                                   f"{group.group_id}.")
+        else:
+            member_id = group.static_members.get(req.instance_id)
+            if member_id is None:
+                raise Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if member_id != req.member_id:
+                raise Refused(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                                                    f"{req.instance_id} was fenced by member {member_id}.")
+            member = group.members[member_id]
+            if req.member_epoch == STATIC_LEAVE_EPOCH:
+                # A temporary leave: the member keeps its assignment until its session expires.
+                member.member_epoch = STATIC_LEAVE_EPOCH
+                member.pending_revocation = {}
+                member.rebalance_deadline_ms = None
+                fx.append(self._assignment_record(group.group_id, member))
+                group.update_state()
+                fx.touch(group.group_id)
+                return ConsumerHeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH, 0)
+        self._fence(fx, group, member)
+        return ConsumerHeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, 0)
+
+    def _fence(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Remove a member (it left, its session expired, or it did not revoke in time); the
+        group epoch goes up so the others are given its partitions."""
+        self._member_tombstones(fx, group.group_id, member.member_id)
+        group.remove(member.member_id)
+        metadata = {n: v for n, v in group.subscription_metadata.items()
+                    if any(m.matches(n) for m in group.members.values())}
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            fx.append(Record(group.group_id, consumer_key(PARTITION_METADATA, group.group_id),
+                             encode_partition_metadata(metadata)))
+        group.group_epoch += 1
+        fx.append(Record(group.group_id, consumer_key(GROUP_METADATA, group.group_id),
+                         encode_group_epoch(group.group_epoch)))
+        group.update_state()
+        if not group.members:
+            group.empty_since_ms = fx.now_ms
+        fx.touch(group.group_id)
+
+    # -- timers -----------------------------------------------------------------------
+    def _consumer_begin(self, fx: Effects) -> None:
+        """Replayed members get their session deadline from the first clock."""
+        for group_id in self._consumer_unscheduled:
+            group = self._consumer_groups.get(group_id)
+            for m in group.members.values() if group else ():
+                if m.session_deadline_ms is None:
+                    m.session_deadline_ms = fx.now_ms + self.config.consumer.session_timeout_ms
+            if group is not None and not group.members and group.empty_since_ms is None:
+                group.empty_since_ms = fx.now_ms
+        self._consumer_unscheduled.clear()
+
+    def _consumer_next_deadline(self) -> int | None:
+        """The earliest session or revocation deadline of any consumer group member (a scan:
+        kwire's groups are few; Kafka keeps one timer per member)."""
+        if self._consumer_unscheduled:
+            return 0
+        ats = [at for g in self._consumer_groups.values() for m in g.members.values()
+               for at in (m.session_deadline_ms, m.rebalance_deadline_ms) if at is not None]
+        ats += [at for g in self._consumer_groups.values() if (at := self._removal_deadline(g)) is not None]
+        return min(ats, default=None)
+
+    def _removal_deadline(self, group: ConsumerGroup) -> int | None:
+        """An Empty consumer group without offsets is deleted (tombstoned) at the next offsets
+        cleanup, as Kafka's cleanupGroupMetadata; here one check interval after it became Empty."""
+        holder = self._groups.get(group.group_id)
+        if group.members or group.empty_since_ms is None or (holder is not None and holder.offsets):
+            return None
+        return group.empty_since_ms + self.config.offsets_retention_check_interval_ms
+
+    def _consumer_tick(self, fx: Effects) -> None:
+        """Fence the members whose session expired or who did not revoke within the rebalance timeout."""
+        for group in list(self._consumer_groups.values()):
+            for member in list(group.members.values()):
+                expired = member.session_deadline_ms is not None and member.session_deadline_ms <= fx.now_ms
+                late = (member.rebalance_deadline_ms is not None and member.rebalance_deadline_ms <= fx.now_ms
+                        and member.state is MemberState.UNREVOKED_PARTITIONS)
+                if expired or late:
+                    self._fence(fx, group, member)
+            removal = self._removal_deadline(group)
+            if removal is not None and removal <= fx.now_ms:
+                self._delete_consumer_group(fx, group)
+
+    # -- describe, list, delete ------------------------------------------------------------
+    def consumer_group_describe(self, group_id: str, topic_names: dict[uuid.UUID, str]) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe of one group; reads only."""
+        group = self._consumer_groups.get(group_id)
+        if group is None:
+            classic = self._groups.get(group_id)
+            message = (f"Group {group_id} is not a consumer group." if classic is not None
+                       and not self._offsets_only(classic) else f"Group {group_id} not found.")
+            return ConsumerGroupDescription(E.GROUP_ID_NOT_FOUND, message, group_id)
+        members = tuple(ConsumerMemberDescription(
+            m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+            m.subscribed_topic_names, m.subscribed_topic_regex, dict(m.assigned), dict(group.target.get(m.member_id, {})))
+            for m in group.members.values())
+        return ConsumerGroupDescription(E.NONE, None, group_id, group.update_state().value, group.group_epoch,
+                                        group.assignment_epoch, self._assignor_of(group), members)
+
+    def _delete_consumer_group(self, fx: Effects, group: ConsumerGroup, keep_offsets: bool = False) -> ErrorCode:
+        """DeleteGroups of an Empty consumer group (its offsets too, unless ``keep_offsets``: a
+        conversion to a classic group)."""
+        if group.members:
+            return E.NON_EMPTY_GROUP
+        gid = group.group_id
+        for record_type in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA):
+            fx.append(Record(gid, consumer_key(record_type, gid), None))
+        del self._consumer_groups[gid]
+        fx.touch(gid)
+        holder = self._groups.get(gid)
+        if holder is not None and not keep_offsets:
+            self._drop_group(fx, holder)
+        return E.NONE
+
+    # -- replay ---------------------------------------------------------------------------
+    def _replay_consumer(self, k: ConsumerKey, value: bytes | None) -> None:
+        """Apply one consumer-group record (value None = tombstone); a replayed group is
+        rebuilt in its settled state, its members' sessions start at the next clock."""
+        gid = k.group_id
+        group = self._consumer_groups.get(gid)
+        if group is None:
+            if value is None:
+                return
+            group = self._consumer_groups[gid] = ConsumerGroup(gid)
+        if k.record_type == GROUP_METADATA:
+            if value is None:
+                del self._consumer_groups[gid]
+                self._consumer_unscheduled.discard(gid)
+                return
+            group.group_epoch = decode_epoch(value)
+        elif k.record_type == PARTITION_METADATA:
+            group.subscription_metadata = decode_partition_metadata(value) if value is not None else {}
+        elif k.record_type == TARGET_METADATA:
+            group.assignment_epoch = decode_epoch(value) if value is not None else 0
+        elif k.record_type == TARGET_MEMBER:
+            if value is None:
+                group.target.pop(k.member_id, None)
+            else:
+                group.target[k.member_id] = decode_target_member(value)
+        elif k.record_type == MEMBER_METADATA:
+            if value is None:
+                group.remove(k.member_id)
+            else:
+                v = decode_member_metadata(value)
+                member = group.members.get(k.member_id) or ConsumerMember(k.member_id)
+                member.instance_id, member.rack_id, member.client_id, member.client_host = (
+                    v.instance_id, v.rack_id, v.client_id, v.client_host)
+                member.subscribed_topic_names, member.subscribed_topic_regex = (
+                    v.subscribed_topic_names, v.subscribed_topic_regex)
+                member.rebalance_timeout_ms, member.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+                member.session_deadline_ms = None
+                group.add(member)
+                self._consumer_unscheduled.add(gid)
+        elif value is not None:        # CURRENT_ASSIGNMENT
+            member = group.members.get(k.member_id)
+            if member is None:         # Kafka writes the member's metadata first
+                member = ConsumerMember(k.member_id)
+                group.add(member)
+                self._consumer_unscheduled.add(gid)
+            c = decode_current_assignment(value)
+            member.member_epoch, member.previous_member_epoch = c.member_epoch, c.previous_member_epoch
+            member.state = MemberState(c.state) if c.state in MemberState._value2member_map_ else MemberState.UNKNOWN
+            member.assigned, member.pending_revocation = dict(c.assigned), dict(c.pending_revocation)
+        group.state = group.update_state()
+        self._consumer_unscheduled.add(gid)        # sessions and the empty group's removal need a clock
