@@ -20,6 +20,8 @@ class Handler:
     # Versions inside the advertised window that are rejected anyway
     # (librdkafka <2.11 needs Produce 0 advertised to enable compression).
     reject_below: int = 0
+    # Advertised only when this says so for the broker's config (share groups: group.share.enable)
+    enabled: Callable[..., bool] | None = None
 
 
 HANDLERS: dict[int, Handler] = {}
@@ -39,8 +41,8 @@ class Deferred:
         self.complete = complete
 
 
-def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0):
+def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0, enabled=None):
     def register(func):
-        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below)
+        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below, enabled)
         return func
     return register

@@ -7,9 +7,11 @@ from kwire.codecs.errors import ErrorCode
 from ..registry import HANDLERS, handles
 
 
-def api_keys() -> list[dict]:
+def api_keys(config=None) -> list[dict]:
+    """The advertised ranges; with ``config``, without the APIs it turns off."""
     return [{"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
-            for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)]
+            for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
+            if config is None or h.enabled is None or h.enabled(config)]
 
 
 def unsupported_version_response() -> bytes:
@@ -20,5 +22,5 @@ def unsupported_version_response() -> bytes:
 
 @handles(18, 0, 4)
 async def handle_api_versions(ctx, request):
-    return {"error_code": 0, "api_keys": api_keys(), "throttle_time_ms": 0,
+    return {"error_code": 0, "api_keys": api_keys(ctx.broker.config), "throttle_time_ms": 0,
             "supported_features": [], "finalized_features_epoch": -1, "finalized_features": []}

@@ -81,10 +81,15 @@ def test_error_response_round_trips(api_key, version):
 
 
 def dict_strategy(schema, version, depth=0):
-    """Random dicts for ``schema`` at ``version``; any field may be left out (schema default)."""
-    optional = {field.name: value_strategy(field, version, depth)
-                for field in schema.fields.values() if field.for_version_q(version)}
-    return st.fixed_dictionaries({}, optional=optional)
+    """Random dicts for ``schema`` at ``version``; any field may be left out (schema default),
+    but a struct that is neither nullable nor tagged, which has no default (the share-group
+    APIs' CurrentLeader, Assignment)."""
+    fields = [f for f in schema.fields.values() if f.for_version_q(version)]
+    required = {f.name for f in fields if f.is_struct() and not f.nullable_for_version_q(version)
+                and f._json.get("default") is None and f._json.get("tag") is None}
+    return st.fixed_dictionaries({f.name: value_strategy(f, version, depth) for f in fields if f.name in required},
+                                 optional={f.name: value_strategy(f, version, depth) for f in fields
+                                           if f.name not in required})
 
 
 def value_strategy(field, version, depth):
