@@ -61,7 +61,6 @@ class ShareGroup:
     state: ShareGroupState = E
     epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    offset_reset: str = "latest"          # the group config share.auto.offset.reset
 
     def move(self, target: ShareGroupState) -> None:
         if target is not self.state and target not in GROUP_TRANSITIONS[self.state]:
@@ -99,6 +98,8 @@ class ShareCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         # (group, topic_id, partition) -> SharePartition
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # the group config share.auto.offset.reset (default latest); a group need not exist yet
+        self.offset_resets: dict[str, str] = {}
 
     # -- membership -------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
@@ -187,8 +188,8 @@ class ShareCoordinator:
         sp = self.partitions.get(key)
         records = []
         if sp is None:
-            group = self.groups.get(group_id)
-            start = log_start_offset if group is not None and group.offset_reset == "earliest" else high_watermark
+            reset = self.offset_resets.get(group_id, "latest")
+            start = log_start_offset if reset == "earliest" else high_watermark
             sp = self.partitions[key] = SharePartition(self.config.limits, start)
             records.append(self._snapshot(key, sp))
         if sp.skip_to(log_start_offset):
@@ -224,11 +225,13 @@ class ShareCoordinator:
         return encode_key(SNAPSHOT_KEY, group_id, topic_id, partition), encode_snapshot(sp.state())
 
     # -- admin --------------------------------------------------------------------------
-    def set_offset_reset(self, group_id: str, value: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ShareGroup(group_id)
-        group.offset_reset = value
+    def set_offset_reset(self, group_id: str, value: str | None) -> None:
+        """Set (None: back to the default, latest) the group's share.auto.offset.reset; it
+        applies to the share-partitions initialized from now on."""
+        if value is None:
+            self.offset_resets.pop(group_id, None)
+        else:
+            self.offset_resets[group_id] = value
 
     def describe(self, group_id: str) -> ShareGroup | None:
         group = self.groups.get(group_id)

@@ -37,6 +37,7 @@ from kwire.groups.share_partition import PartitionLimits
 from .blocking import create_topic, run_blocking
 from .clock import Clock
 from .group_service import records_to_end
+from .share_group_configs import GroupConfigs
 
 logger = logging.getLogger("kwire.share")
 
@@ -95,6 +96,7 @@ class ShareService:
             limits=PartitionLimits(self.lock_duration_ms, v("group.share.delivery.count.limit"),
                                    v("group.share.partition.max.record.locks"))))
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed)
         self._changed = trio.Event()           # records became available again
         self._lock = trio.Lock()                # one outcome's append at a time, in order
 
@@ -111,7 +113,13 @@ class ShareService:
                 now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
         return topic
 
+    def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
+        if name == "share.auto.offset.reset":
+            self.coordinator.set_offset_reset(group_id, value)
+
     def replay(self) -> int:
+        """Load the group configs and replay ``__share_group_state``; returns the record count."""
+        self.group_configs.load()
         topic = self.logs.get(SHARE_STATE_TOPIC)
         if topic is None:
             return 0
@@ -180,6 +188,8 @@ class ShareService:
             session = self.sessions[key] = ShareSession(1)
         else:
             session = self.sessions.get(key)
+            if session is None and epoch == FINAL_EPOCH:
+                return None          # closed already (librdkafka may close after leaving): nothing to do
             if session is None:
                 raise KafkaApiError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session for this member")
             if epoch == FINAL_EPOCH:

@@ -34,6 +34,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import JoinRequest, OffsetCommit, SyncRequest
 
 from ..registry import handles
+from . import share
 from .authz_groups import (CLUSTER, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, acls_on,
                            authorized_operations, denied, unauthorized)
 
@@ -271,6 +272,9 @@ async def handle_describe_groups(ctx, request):
     for group_id in request.groups:
         if group_id in refused:
             continue
+        if share.is_share_group(ctx, group_id):        # KIP-932
+            out.append(share.describe_share_group_classic(ctx, group_id))
+            continue
         d = service(ctx).describe(group_id)
         error, message = int(d.error), None
         if ctx.api_version >= 6 and error == 0 and d.state == "Dead":     # KIP-1043: say it
@@ -293,12 +297,15 @@ async def handle_list_groups(ctx, request):
     groups = service(ctx).list_groups(states)
     if types and "classic" not in [t.lower() for t in types]:
         groups = []
+    shared = share.share_group_rows(ctx, states, types)       # KIP-932
     if acls_on(ctx) and not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):    # then only groups it may DESCRIBE
-        hidden = unauthorized(ctx, DESCRIBE, GROUP, [g for g, _, _ in groups], log=False)
+        hidden = unauthorized(ctx, DESCRIBE, GROUP, [g for g, _, _ in groups] + [r["group_id"] for r in shared],
+                              log=False)
         groups = [row for row in groups if row[0] not in hidden]
+        shared = [row for row in shared if row["group_id"] not in hidden]
     return {"throttle_time_ms": 0, "error_code": 0,
             "groups": [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"}
-                       for g, pt, st in groups]}
+                       for g, pt, st in groups] + shared}
 
 
 @handles(42, 0, 2)
@@ -308,8 +315,11 @@ async def handle_delete_groups(ctx, request):
         denied_names = unauthorized(ctx, DELETE, GROUP, names)
         refused = [g for g in dict.fromkeys(names) if g in denied_names]
         names = [g for g in dict.fromkeys(names) if g not in denied_names]
-    errors = await service(ctx).delete_groups(names) if names or not refused else []
+    shared = [g for g in names if share.is_share_group(ctx, g)]       # KIP-932: deleted by their coordinator
+    names = [g for g in names if g not in shared]
+    errors = await service(ctx).delete_groups(names) if names or not (refused or shared) else []
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)} for g, e in zip(names, errors)]
+            + [{"group_id": g, "error_code": int(await ctx.broker.shares.delete_group(g))} for g in shared]
             + [{"group_id": g, "error_code": GROUP_DENIED} for g in refused]}
 
 

@@ -22,7 +22,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..registry import handles
 from .authz_groups import DESCRIBE, GROUP, READ, denied
-from ..share_service import FINAL_EPOCH, enabled
+from ..share_service import enabled
 
 SHARE_ASSIGNOR = "simple"
 
@@ -213,3 +213,29 @@ async def handle_share_acknowledge(ctx, request):
             "current_leader": _leader(ctx, topic_id, partition)})
     return dict(base, error_code=0, error_message=None,
                 responses=[{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()])
+
+
+# -- what the classic group APIs (kwire.handlers.groups) show of share groups ---------------------
+def share_group_rows(ctx, states: list[str] | None, types) -> list[dict]:
+    """ListGroups entries of the share groups (group_type and protocol_type "share")."""
+    if not enabled(ctx.broker.config) or (types and "share" not in [t.lower() for t in types]):
+        return []
+    wanted = {s.lower() for s in states} if states else None
+    return [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state.value, "group_type": "share"}
+            for g in ctx.broker.shares.coordinator.list_groups() if wanted is None or g.state.value.lower() in wanted]
+
+
+def is_share_group(ctx, group_id: str) -> bool:
+    return enabled(ctx.broker.config) and ctx.broker.shares.coordinator.describe(group_id) is not None
+
+
+def describe_share_group_classic(ctx, group_id: str) -> dict:
+    """A DescribeGroups entry for a share group: its state, protocol type "share" and members
+    (client id and host; no metadata or assignment bytes, which share groups do not have)."""
+    group = ctx.broker.shares.coordinator.describe(group_id)
+    return {"error_code": 0, "error_message": None, "group_id": group_id, "group_state": group.state.value,
+            "protocol_type": "share", "protocol_data": SHARE_ASSIGNOR,
+            "members": [{"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
+                         "client_host": m.client_host, "member_metadata": b"", "member_assignment": b""}
+                        for m in group.members.values()],
+            "authorized_operations": None}
