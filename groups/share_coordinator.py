@@ -104,10 +104,10 @@ class ShareCoordinator:
     # -- membership -------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed: list[str] | None, topics: dict[str, Topic], client_id: str, client_host: str,
-                  now_ms: int) -> ShareOutcome:
+                  now_ms: int, release: bool = True) -> ShareOutcome:
         group = self.groups.get(group_id)
         if member_epoch == -1:
-            return self.leave(group_id, member_id)
+            return self.leave(group_id, member_id, release)
         if group is None:
             if member_epoch != 0:
                 return ShareOutcome(result=HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
@@ -146,18 +146,23 @@ class ShareCoordinator:
             ErrorCode.NONE, member.member_id, member.epoch, self.config.heartbeat_interval_ms,
             assignment if changed else None))
 
-    def leave(self, group_id: str, member_id: str) -> ShareOutcome:
+    def leave(self, group_id: str, member_id: str, release: bool = True) -> ShareOutcome:
+        """The member leaves (heartbeat epoch -1).  ``release`` False keeps its acquired records
+        held: its share session is still open, and the acknowledgements its close sends
+        (librdkafka leaves the group first) settle them; the session's close releases the rest."""
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id, -1))
-        records = self._remove_member(group, member_id)
+        records = self._remove_member(group, member_id, release)
         return ShareOutcome(records, HeartbeatResult(ErrorCode.NONE, member_id, -1))
 
-    def _remove_member(self, group: ShareGroup, member_id: str) -> list:
+    def _remove_member(self, group: ShareGroup, member_id: str, release: bool = True) -> list:
         del group.members[member_id]
         group.epoch += 1
         if not group.members:
             group.move(E)
+        if not release:
+            return []
         records = []
         for key, sp in self.partitions.items():
             if key[0] == group.group_id and sp.release_member(member_id):

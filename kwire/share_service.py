@@ -171,11 +171,11 @@ class ShareService:
                 t = self.logs.get(name)
                 if t is not None:
                     topics[name] = Topic(name, t.topic_id, len(t.partitions))
+        # a member leaving with its share session open: the session's close settles its records
         outcome = self.coordinator.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, topics,
-                                             client_id, client_host, self.clock.now_ms())
+                                             client_id, client_host, self.clock.now_ms(),
+                                             release=(group_id, member_id) not in self.sessions)
         await self._apply(outcome.records)
-        if member_epoch == FINAL_EPOCH:
-            self.sessions.pop((group_id, member_id), None)
         return outcome.result
 
     # -- sessions -------------------------------------------------------------------------

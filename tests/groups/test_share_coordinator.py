@@ -87,3 +87,15 @@ def test_delete_only_an_empty_group_with_tombstones_for_its_state():
 def test_group_transitions_table():
     assert {s.value: {t.value for t in ts} for s, ts in GROUP_TRANSITIONS.items()} == {
         "Empty": {"Stable", "Dead"}, "Stable": {"Empty"}, "Dead": set()}
+
+
+def test_a_member_leaving_with_its_share_session_open_keeps_its_records_for_the_close():
+    c = ShareCoordinator(CONFIG)
+    join(c, "a"), join(c, "b")
+    c.set_offset_reset("g", "earliest")
+    sp = c.share_partition("g", TID, 0, 0, 4).result
+    c.acquire("g", "a", TID, 0, [(0, 3)], 500, 0)
+    assert c.heartbeat("g", "a", -1, None, None, TOPICS, "c", "/h", 10, release=False).result.member_epoch == -1
+    assert sp.fetch_offset(4) is None                      # still held: the close's acks settle them
+    assert c.acknowledge("g", "a", TID, 0, [(0, 3, [AckType.ACCEPT])]).result == ErrorCode.NONE
+    assert sp.spso == 4
