@@ -174,15 +174,17 @@ class ShareCoordinator:
         return group is not None and member_id in group.members
 
     def tick(self, now_ms: int) -> ShareOutcome:
-        """Expire members past their session timeout and acquisition locks past their deadline."""
-        records = []
+        """Expire members past their session timeout and acquisition locks past their deadline.
+        Result: the (group_id, member_id) of the members expired."""
+        records, expired = [], []
         for group in list(self.groups.values()):
             for member in [m for m in group.members.values() if m.deadline_ms <= now_ms]:
                 records += self._remove_member(group, member.member_id)
+                expired.append((group.group_id, member.member_id))
         for key, sp in self.partitions.items():
             if sp.expire_locks(now_ms):
                 records.append(self._snapshot(key, sp))
-        return ShareOutcome(_last_per_key(records))
+        return ShareOutcome(_last_per_key(records), expired)
 
     # -- share-partitions ---------------------------------------------------------------
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, log_start_offset: int,

@@ -296,4 +296,6 @@ class ShareService:
         while True:
             await trio.sleep(TICK_S)
             outcome = self.coordinator.tick(self.clock.now_ms())
+            for key in outcome.result:          # a member gone silent: its share session goes too
+                self.sessions.pop(key, None)
             await self._apply(outcome.records)

@@ -125,6 +125,10 @@ async def handle_join_group(ctx, request):
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "generation_id": -1, "protocol_type": None,
                 "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": "",
                 "members": []}
+    if share.is_share_group(ctx, request.group_id):     # KIP-932: the id is a share group's
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL), "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "", "leader": "",
+                "member_id": request.member_id, "members": []}
     r = await service(ctx).join(JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None), protocol_type=request.protocol_type,

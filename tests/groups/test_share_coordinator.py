@@ -43,6 +43,7 @@ def test_session_timeout_removes_the_member_and_releases_its_records():
     sp = c.share_partition("g", TID, 0, 0, 10).result
     assert c.acquire("g", "a", TID, 0, [(0, 9)], 500, 0) == [(0, 9, 1)]
     outcome = c.tick(1000)
+    assert outcome.result == [("g", "a")]
     assert not c.is_member("g", "a") and c.describe("g").state.value == "Empty"
     assert outcome.records and sp.fetch_offset(10) == 0
 

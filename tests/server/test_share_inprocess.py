@@ -6,7 +6,7 @@ acknowledgement errors, and a ShareFetch long poll woken by new records.
 from __future__ import annotations
 
 import trio
-from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from kwire.codecs import messages
@@ -146,4 +146,17 @@ def test_a_lock_expiry_wakes_a_parked_share_fetch(tmp_path):
                 nursery.cancel_scope.cancel()
             assert 1 <= trio.current_time() - start < 1.5
             assert r.responses[0].partitions[0].acquired_records[0].delivery_count == 2
+    run(scenario)
+
+
+def test_a_share_group_id_is_refused_to_a_classic_join(tmp_path):
+    async def scenario():
+        async with connected(tmp_path) as (broker, client):
+            await setup(client, broker, group="queue")
+            with real_time():
+                j = await client.call(JoinGroupRequest, 5, group_id="queue", session_timeout_ms=10000,
+                                      rebalance_timeout_ms=10000, member_id="", group_instance_id=None,
+                                      protocol_type="consumer", protocols=[
+                                          JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+            assert j.error_code == E.INCONSISTENT_GROUP_PROTOCOL
     run(scenario)
