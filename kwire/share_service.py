@@ -254,6 +254,8 @@ class ShareService:
         bounds = batch_bounds(data)
         ranges = self.coordinator.acquire(group_id, member_id, topic_id, partition,
                                           [(b, l, c) for b, l, c, _ in bounds], max_records, self.clock.now_ms())
+        logger.debug("share fetch %s %s-%d from %d (hw %d): batches %s acquired %s", group_id, topic.name, partition,
+                     offset, plog.high_watermark, [(b, l, c) for b, l, c, _ in bounds], ranges)
         if not ranges:
             return b"", []
         last_acquired = ranges[-1][1]

@@ -141,7 +141,7 @@ async def handle_share_fetch(ctx, request):
             entries[key] = {"partition_index": partition, "error_code": 0, "error_message": None,
                             "acknowledge_error_code": int(ack_errors.get(key, 0)),
                             "acknowledge_error_message": None, "current_leader": _leader(ctx, topic_id, partition),
-                            "records": None, "acquired_records": []}
+                            "records": b"", "acquired_records": []}   # never null: librdkafka 2.16 rejects it
         return entries[key]
     for key in ack_errors:
         entry(*key)

@@ -234,3 +234,31 @@ def test_admin_lists_describes_and_deletes_a_share_group(share_broker):
         time.sleep(0.2)
     listed = raw.call(ListGroupsRequest[5](states_filter=[], types_filter=[]), ListGroupsResponse)
     assert group not in [g.group_id for g in listed.groups]
+
+
+def test_transaction_markers_are_never_delivered_and_never_stall_the_queue(share_broker):
+    """Control batches are archived by the broker, not acquired: with a 1 s lock, a marker
+    left acquired would come back again and again.  share.isolation.level is Kafka's
+    default, read_uncommitted: the aborted transaction's records are delivered too."""
+    bootstrap, group = share_broker.bootstrap, f"g-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(bootstrap)
+    earliest(bootstrap, group)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{group}"})
+    producer.init_transactions(10)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=f"{commit}-{i}".encode())
+        assert producer.flush(10) == 0      # written before the end (an abort purges what is queued)
+        (producer.commit_transaction if commit else producer.abort_transaction)(10)
+    consumer = share_consumer(bootstrap, group, topic)
+    got: list[tuple[int, int]] = []
+    try:
+        poll_until({"c": consumer}, lambda: len(got) >= 15,
+                   on_message=lambda _n, _c, msg: got.append((msg.offset(), msg.delivery_count())))
+        poll_until({"c": consumer}, lambda: False, timeout=2.5,
+                   on_message=lambda _n, _c, msg: got.append((msg.offset(), msg.delivery_count())))
+    finally:
+        consumer.close()
+    assert len(got) == 15 and {count for _, count in got} == {1}, str(got)
+    assert len({offset for offset, _ in got}) == 15

@@ -90,6 +90,7 @@ def test_share_session_epochs_and_their_errors(tmp_path):
                     for x in r.responses[0].partitions[0].acquired_records] == [(1, 2, 2)]
             r = await client.call(FETCH, 1, **fetch(tid, -1, acks=[(1, 2, 1)]))     # close, accepting
             assert r.error_code == 0 and r.responses[0].partitions[0].acknowledge_error_code == 0
+            assert r.responses[0].partitions[0].records == b""    # empty, never null (librdkafka rejects null)
             assert broker.shares.coordinator.partitions[("g", tid, 0)].spso == 3
     run(scenario)
 
