@@ -209,7 +209,7 @@ API_ACLS: dict[int, tuple[AclCheck, ...]] = {
     74: _cluster(Op.DESCRIBE_CONFIGS),  # ListClientMetricsResources
     75: (AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.ENTRY, W.LISTED),  # DescribeTopicPartitions
          AclCheck(Op.DESCRIBE, R.TOPIC, None, D.HIDE, W.ALL_TOPICS)),
-    # share groups (KIP-932); kwire makes the group checks (the topic checks are not made yet)
+    # share groups (KIP-932)
     76: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # ShareGroupHeartbeat
          AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.REQUEST, note="the subscribed topics")),
     77: (AclCheck(Op.DESCRIBE, R.GROUP, _GROUP_E, D.ENTRY),),  # ShareGroupDescribe

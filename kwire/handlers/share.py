@@ -21,7 +21,7 @@ import trio
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from ..registry import handles
-from .authz_groups import DESCRIBE, GROUP, READ, denied
+from .authz_groups import DESCRIBE, GROUP, READ, TOPIC, acls_on, denied, unauthorized
 from ..share_service import enabled
 
 SHARE_ASSIGNOR = "simple"
@@ -50,6 +50,9 @@ async def handle_share_group_heartbeat(ctx, request):
         return dict(base, error_code=int(ErrorCode.INVALID_REQUEST), error_message="GroupId can't be empty.")
     if denied(ctx, READ, GROUP, request.group_id):
         return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
+    if acls_on(ctx) and request.subscribed_topic_names and unauthorized(
+            ctx, DESCRIBE, TOPIC, list(request.subscribed_topic_names)):
+        return dict(base, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), error_message=None)
     if _classic_group_exists(ctx, request.group_id):
         return dict(base, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
                     error_message=f"Group {request.group_id} is not a share group.")
@@ -131,7 +134,9 @@ async def handle_share_fetch(ctx, request):
         session = shares.check_session(group_id, member_id, epoch, requested, forgotten)
     except KafkaApiError as exc:
         return dict(base, error_code=int(exc.code), error_message=exc.message)
-    acks = _acks(request.topics)
+    refused = _refused_topics(ctx, session.partitions if session is not None else
+                              {(tid, p) for tid, parts in requested for p in parts})
+    acks = {k: v for k, v in _acks(request.topics).items() if k[0] not in refused}
     ack_errors = await shares.acknowledge(group_id, member_id, acks) if acks else {}
     entries: dict[tuple, dict] = {}
 
@@ -145,13 +150,17 @@ async def handle_share_fetch(ctx, request):
         return entries[key]
     for key in ack_errors:
         entry(*key)
+    for topic_id, partition in sorted(k for k in (session.partitions if session is not None else ())
+                                      if k[0] in refused):
+        e = entry(topic_id, partition)
+        e["error_code"] = e["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if session is None:                      # closing: acknowledge only, release the rest
         await shares.release_member(group_id, member_id)
     elif request.max_records != 0:
         max_wait = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
         deadline = trio.current_time() + max_wait / 1000
         while True:
-            got = await _fetch_once(ctx, shares, group_id, member_id, session, request, entry)
+            got = await _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused)
             if got or trio.current_time() >= deadline or not shares.coordinator.is_member(group_id, member_id):
                 break
             names = [(ctx.broker.logs.topics_by_id[tid].name, p) for tid, p in session.partitions
@@ -164,11 +173,25 @@ async def handle_share_fetch(ctx, request):
                 responses=[{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()])
 
 
-async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry) -> bool:
+def _refused_topics(ctx, partitions) -> set:
+    """The topic ids of ``partitions`` the principal may not READ (with an authorizer)."""
+    if not acls_on(ctx):
+        return set()
+    names = {}
+    for topic_id, _ in partitions:
+        topic = ctx.broker.logs.topics_by_id.get(topic_id)
+        if topic is not None:
+            names[topic.name] = topic_id
+    return {names[n] for n in unauthorized(ctx, READ, TOPIC, list(names))}
+
+
+async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused=frozenset()) -> bool:
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     max_records = request.max_records if request.max_records > 0 else 500
     got = False
     for topic_id, partition in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+        if topic_id in refused:
+            continue
         try:
             data, ranges = await shares.acquire(group_id, member_id, topic_id, partition, budget, max_records)
         except KafkaApiError as exc:
@@ -203,7 +226,10 @@ async def handle_share_acknowledge(ctx, request):
         session = shares.check_session(group_id, member_id, epoch, [], [])
     except KafkaApiError as exc:
         return dict(base, error_code=int(exc.code), error_message=exc.message)
-    errors = await shares.acknowledge(group_id, member_id, _acks(request.topics))
+    acks = _acks(request.topics)
+    refused = _refused_topics(ctx, acks)
+    errors = await shares.acknowledge(group_id, member_id, {k: v for k, v in acks.items() if k[0] not in refused})
+    errors.update({k: ErrorCode.TOPIC_AUTHORIZATION_FAILED for k in acks if k[0] in refused})
     if session is None:
         await shares.release_member(group_id, member_id)
     by_topic: dict = {}

@@ -161,3 +161,31 @@ def test_a_share_group_id_is_refused_to_a_classic_join(tmp_path):
                                           JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
             assert j.error_code == E.INCONSISTENT_GROUP_PROTOCOL
     run(scenario)
+
+
+def test_with_an_authorizer_share_apis_need_the_group_and_the_topics(tmp_path):
+    from kwire.admin.acls import AclOperation as Op, ResourceType as R
+    from tests.server.test_acl_topics_inprocess import ACLS, create_topics, grant
+
+    async def scenario():
+        async with connected(tmp_path, **ACLS) as (broker, client):
+            await create_topics(client, broker, "t", "secret")
+            broker.logs.create_topic("__share_group_state", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
+            broker.shares.coordinator.set_offset_reset("g", "earliest")
+            beat = dict(group_id="g", member_id="m-1", member_epoch=0, rack_id=None, subscribed_topic_names=["t"])
+            assert (await client.call(HEARTBEAT, 1, **beat)).error_code == E.GROUP_AUTHORIZATION_FAILED
+            grant(broker, R.GROUP, "g", Op.READ)
+            assert (await client.call(HEARTBEAT, 1, **beat)).error_code == E.TOPIC_AUTHORIZATION_FAILED
+            grant(broker, R.TOPIC, "t", Op.READ)                     # READ implies DESCRIBE
+            assert (await client.call(HEARTBEAT, 1, **beat)).error_code == 0
+            append(broker, "t", [b"ok"])
+            append(broker, "secret", [b"no"])
+            t, secret = broker.logs.get("t").topic_id, broker.logs.get("secret").topic_id
+            fields = fetch(t, 0)
+            fields["topics"].append(FetchTopic(topic_id=secret, partitions=[FetchTopic.FetchPartition(
+                partition_index=0, acknowledgement_batches=[])]))
+            r = await client.call(FETCH, 1, **fields)
+            by_topic = {x.topic_id: x.partitions[0] for x in r.responses}
+            assert by_topic[secret].error_code == E.TOPIC_AUTHORIZATION_FAILED and not by_topic[secret].records
+            assert [(a.first_offset, a.last_offset) for a in by_topic[t].acquired_records] == [(0, 0)]
+    run(scenario)
