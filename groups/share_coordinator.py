@@ -257,6 +257,7 @@ class ShareCoordinator:
             return ShareOutcome(result=ErrorCode.NON_EMPTY_GROUP)
         group.move(D)
         del self.groups[group_id]
+        self.offset_resets.pop(group_id, None)
         records = []
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]

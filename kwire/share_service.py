@@ -280,8 +280,11 @@ class ShareService:
 
     # -- admin ---------------------------------------------------------------------------------
     async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
         outcome = self.coordinator.delete_group(group_id)
         await self._apply(outcome.records)
+        if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
+            await self.group_configs.alter(group_id, [], False, False)
         return outcome.result
 
     # -- outcomes and timers -----------------------------------------------------------------

@@ -262,3 +262,21 @@ def test_transaction_markers_are_never_delivered_and_never_stall_the_queue(share
         consumer.close()
     assert len(got) == 15 and {count for _, count in got} == {1}, str(got)
     assert len({offset for offset, _ in got}) == 15
+
+
+def test_the_group_config_and_the_share_state_survive_a_broker_kill(tmp_path):
+    with BrokerProcess(tmp_path) as broker:
+        bootstrap = broker.bootstrap
+        topic = new_topic(bootstrap)
+        earliest(bootstrap, "reset-kept")
+        produce(bootstrap, topic, 5)
+        broker.kill()
+        broker.start()
+        consumer = share_consumer(bootstrap, "reset-kept", topic)
+        got: list[int] = []
+        try:
+            poll_until({"c": consumer}, lambda: len(got) >= 5, timeout=20,
+                       on_message=lambda _n, _c, msg: got.append(msg.offset()))
+        finally:
+            consumer.close()
+    assert sorted(got) == list(range(5)), "share.auto.offset.reset=earliest kept across the restart"
