@@ -110,8 +110,10 @@ class ShareCoordinator:
             return self.leave(group_id, member_id, release)
         if group is None:
             if member_epoch != 0:
-                return ShareOutcome(result=HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
-                                                           message=f"Group {group_id} not found."))
+                # Kafka answers GROUP_ID_NOT_FOUND, fatal to librdkafka; kwire does not persist
+                # membership, so after a restart this is a member to re-admit: it rejoins on this
+                return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
+                                                           message=f"Group {group_id} has no member {member_id}."))
             if len([g for g in self.groups.values() if g.state is not D]) >= self.config.max_groups:
                 return ShareOutcome(result=HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                                            message="The share group limit is reached."))

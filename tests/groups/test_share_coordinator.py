@@ -34,6 +34,8 @@ def test_limits_and_unknown_members():
     assert join(c, "x", group="other").error == ErrorCode.GROUP_MAX_SIZE_REACHED       # max.groups 1
     assert c.heartbeat("g", "nobody", 3, None, None, TOPICS, "c", "/h", 0).result.error == ErrorCode.UNKNOWN_MEMBER_ID
     assert c.heartbeat("g", "a", 99, None, None, TOPICS, "c", "/h", 0).result.error == ErrorCode.FENCED_MEMBER_EPOCH
+    # a group unknown here (kwire does not persist membership: after a restart) is a rejoin
+    assert c.heartbeat("gone", "a", 4, None, None, TOPICS, "c", "/h", 0).result.error == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_session_timeout_removes_the_member_and_releases_its_records():

@@ -280,3 +280,29 @@ def test_the_group_config_and_the_share_state_survive_a_broker_kill(tmp_path):
         finally:
             consumer.close()
     assert sorted(got) == list(range(5)), "share.auto.offset.reset=earliest kept across the restart"
+
+
+def test_a_running_share_consumer_carries_on_across_a_broker_kill(tmp_path):
+    """Membership is not persisted: after the restart the consumer's heartbeat is answered
+    UNKNOWN_MEMBER_ID and it rejoins, opening a new share session, with no record lost."""
+    with BrokerProcess(tmp_path, properties={"group.share.record.lock.duration.ms": 1000}) as broker:
+        bootstrap = broker.bootstrap
+        topic = new_topic(bootstrap)
+        earliest(bootstrap, "survivor")
+        consumer = share_consumer(bootstrap, "survivor", topic, **{"share.acknowledgement.mode": "explicit"})
+        got: list[int] = []
+
+        def accept(_n, c, msg):
+            c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+            got.append(msg.offset())
+        try:
+            produce(bootstrap, topic, 5)
+            poll_until({"c": consumer}, lambda: len(got) >= 5, on_message=accept)
+            broker.kill()
+            broker.start()
+            produce(bootstrap, topic, 5)
+            poll_until({"c": consumer}, lambda: len(got) >= 10, timeout=40, on_message=accept)
+        finally:
+            consumer.close()
+    assert sorted(got) == list(range(10))
