@@ -16,7 +16,7 @@ batched version); a topic check is made once per distinct topic.  A check with
 Two things are not checks: the ``*_authorized_operations`` fields (Metadata, DescribeCluster,
 DescribeGroups, DescribeTopicPartitions) are ``Authorizer.authorized_operations``, and for the
 cluster Kafka reports 0 unless DESCRIBE on the cluster is allowed.  An API missing from
-``API_ACLS`` is one kwire has not mapped (delegation tokens, share groups): deny it.
+``API_ACLS`` is one kwire has not mapped (delegation tokens): deny it.
 """
 from __future__ import annotations
 
@@ -209,6 +209,14 @@ API_ACLS: dict[int, tuple[AclCheck, ...]] = {
     74: _cluster(Op.DESCRIBE_CONFIGS),  # ListClientMetricsResources
     75: (AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.ENTRY, W.LISTED),  # DescribeTopicPartitions
          AclCheck(Op.DESCRIBE, R.TOPIC, None, D.HIDE, W.ALL_TOPICS)),
+    # share groups (KIP-932)
+    76: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # ShareGroupHeartbeat
+         AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.REQUEST, note="the subscribed topics")),
+    77: (AclCheck(Op.DESCRIBE, R.GROUP, _GROUP_E, D.ENTRY),),  # ShareGroupDescribe
+    78: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # ShareFetch
+         AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
+    79: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # ShareAcknowledge
+         AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
 }
 
 

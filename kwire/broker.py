@@ -20,6 +20,7 @@ from .metrics import BrokerMetrics
 from .request_log import RequestLog
 from .scram_service import ScramService
 from .group_service import GroupService
+from .share_service import ShareService
 from .txn_service import TransactionService
 
 logger = logging.getLogger("kwire")
@@ -55,6 +56,7 @@ class Broker:
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cleaner = CleanerService(config, self.logs, self.clock)
+        self.shares = ShareService(config, self.logs, self.clock)       # share groups (KIP-932)
         self.acls = AclService(config, config.log_dirs[0])
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set
@@ -79,6 +81,7 @@ class Broker:
         if self.cluster is None:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
             self.transactions.load()
+            self.shares.replay()
 
     def endpoint_for(self, listener: str) -> Endpoint:
         """The advertised endpoint of ``listener`` (the first listener's if it has none)."""

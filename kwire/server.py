@@ -692,6 +692,7 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
             await nursery.start(broker.cleaner.run)
             await nursery.start(broker.groups.run_timers)
             await nursery.start(broker.transactions.run_timers)
+            await nursery.start(broker.shares.run_timers)
             if broker.metrics is not None:
                 from .metrics_http import serve_metrics       # prometheus_client only when asked for
                 broker.metrics_endpoint = await nursery.start(

@@ -54,6 +54,9 @@ def describe_one(ctx, request, r) -> dict:
                                       per_broker=r.resource_name != "")
         elif r.resource_type == BROKER_LOGGER:
             entries = []
+        elif r.resource_type == authz.GROUP_RESOURCE:       # share groups' configs (kwire.share_group_configs)
+            result["configs"] = ctx.broker.shares.group_configs.describe(r.resource_name, r.configuration_keys)
+            return result
         else:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
     except KafkaApiError as exc:
@@ -114,6 +117,9 @@ async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
             check_broker_name(ctx, r.resource_name)
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                 "kwire broker configs are static: edit server.properties and restart")
+        elif r.resource_type == authz.GROUP_RESOURCE and incremental:     # kwire.share_group_configs
+            await ctx.broker.shares.group_configs.alter(
+                r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs], True, validate_only)
         else:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
     except KafkaApiError as exc:

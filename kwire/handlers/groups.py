@@ -34,6 +34,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import JoinRequest, OffsetCommit, SyncRequest
 
 from ..registry import handles
+from . import share
 from .authz_groups import (CLUSTER, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, acls_on,
                            authorized_operations, denied, unauthorized)
 
@@ -124,6 +125,10 @@ async def handle_join_group(ctx, request):
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "generation_id": -1, "protocol_type": None,
                 "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": "",
                 "members": []}
+    if share.is_share_group(ctx, request.group_id):     # KIP-932: the id is a share group's
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL), "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "", "leader": "",
+                "member_id": request.member_id, "members": []}
     r = await service(ctx).join(JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None), protocol_type=request.protocol_type,
@@ -276,6 +281,9 @@ async def handle_describe_groups(ctx, request):
     for group_id in request.groups:
         if group_id in refused:
             continue
+        if share.is_share_group(ctx, group_id):        # KIP-932
+            out.append(share.describe_share_group_classic(ctx, group_id))
+            continue
         d = service(ctx).describe(group_id)
         error, message = int(d.error), None
         if ctx.api_version >= 6 and error == 0 and d.state == "Dead":     # KIP-1043: say it
@@ -302,12 +310,15 @@ async def handle_list_groups(ctx, request):
     if not types or "consumer" in types:         # KIP-848 groups: protocol type "consumer", as Kafka
         groups = sorted(groups + [(g, "consumer", st, "consumer")
                                   for g, st in service(ctx).list_consumer_groups(states)])
+    shared = share.share_group_rows(ctx, states, getattr(request, "types_filter", None))       # KIP-932
     if acls_on(ctx) and not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):    # then only groups it may DESCRIBE
-        hidden = unauthorized(ctx, DESCRIBE, GROUP, [row[0] for row in groups], log=False)
+        hidden = unauthorized(ctx, DESCRIBE, GROUP, [row[0] for row in groups] + [r["group_id"] for r in shared],
+                              log=False)
         groups = [row for row in groups if row[0] not in hidden]
+        shared = [row for row in shared if row["group_id"] not in hidden]
     return {"throttle_time_ms": 0, "error_code": 0,
             "groups": [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": gt}
-                       for g, pt, st, gt in groups]}
+                       for g, pt, st, gt in groups] + shared}
 
 
 @handles(42, 0, 2)
@@ -317,8 +328,11 @@ async def handle_delete_groups(ctx, request):
         denied_names = unauthorized(ctx, DELETE, GROUP, names)
         refused = [g for g in dict.fromkeys(names) if g in denied_names]
         names = [g for g in dict.fromkeys(names) if g not in denied_names]
-    errors = await service(ctx).delete_groups(names) if names or not refused else []
+    shared = [g for g in names if share.is_share_group(ctx, g)]       # KIP-932: deleted by their coordinator
+    names = [g for g in names if g not in shared]
+    errors = await service(ctx).delete_groups(names) if names or not (refused or shared) else []
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)} for g, e in zip(names, errors)]
+            + [{"group_id": g, "error_code": int(await ctx.broker.shares.delete_group(g))} for g in shared]
             + [{"group_id": g, "error_code": GROUP_DENIED} for g in refused]}
 
 

@@ -1,0 +1,295 @@
+"""Share groups (KIP-932), sans-I/O: membership by ShareGroupHeartbeat and the share-partitions.
+
+``ShareCoordinator`` takes each request as plain values with ``now_ms`` and returns a
+``ShareOutcome``: the ``__share_group_state`` records to append (key, value) before the
+caller answers, and the call's own result.  ``replay`` rebuilds the share-partitions from
+those records at start-up; membership is not persisted (members heartbeat again and are
+re-admitted, as in Kafka after a coordinator move their epoch restarts).
+
+Group states follow ``GROUP_TRANSITIONS``: EMPTY -> STABLE when a member joins, STABLE ->
+EMPTY when the last one leaves or expires, EMPTY -> DEAD when deleted.  The assignor is
+Kafka's ``simple`` one reduced to its simplest form: every member gets every partition of
+every topic it subscribes to (share groups let members share partitions).  A member's epoch
+moves when its assignment changes; the group epoch when membership or a subscription does.
+"""
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from kwire.codecs.errors import ErrorCode
+
+from .share_partition import InvalidRecordState, InvalidRequest, PartitionLimits, SharePartition
+from .share_records import SNAPSHOT_KEY, decode_key, decode_value, encode_key, encode_snapshot
+
+
+class ShareGroupState(enum.Enum):
+    EMPTY = "Empty"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+E, S, D = ShareGroupState.EMPTY, ShareGroupState.STABLE, ShareGroupState.DEAD
+GROUP_TRANSITIONS = {E: {S, D}, S: {E}, D: set()}
+
+
+@dataclass(frozen=True)
+class ShareConfig:
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    max_size: int = 200
+    max_groups: int = 10
+    limits: PartitionLimits = PartitionLimits(30000, 5, 2000)
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    epoch: int
+    subscribed: tuple[str, ...]
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    deadline_ms: int
+    assignment: tuple = ()        # ((topic_id, topic, (partitions...)), ...)
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    state: ShareGroupState = E
+    epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+
+    def move(self, target: ShareGroupState) -> None:
+        if target is not self.state and target not in GROUP_TRANSITIONS[self.state]:
+            raise ValueError(f"share group {self.group_id}: {self.state.value} -> {target.value}")
+        self.state = target
+
+
+@dataclass
+class HeartbeatResult:
+    error: ErrorCode
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple | None = None       # sent only when it changed (else None)
+    message: str | None = None
+
+
+@dataclass
+class ShareOutcome:
+    records: list = field(default_factory=list)   # (key, value) for __share_group_state
+    result: object = None
+
+
+@dataclass(frozen=True)
+class Topic:
+    """What the coordinator needs to know of a topic (the caller reads its metadata)."""
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+class ShareCoordinator:
+    def __init__(self, config: ShareConfig):
+        self.config = config
+        self.groups: dict[str, ShareGroup] = {}
+        # (group, topic_id, partition) -> SharePartition
+        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # the group config share.auto.offset.reset (default latest); a group need not exist yet
+        self.offset_resets: dict[str, str] = {}
+
+    # -- membership -------------------------------------------------------------------
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed: list[str] | None, topics: dict[str, Topic], client_id: str, client_host: str,
+                  now_ms: int, release: bool = True) -> ShareOutcome:
+        group = self.groups.get(group_id)
+        if member_epoch == -1:
+            return self.leave(group_id, member_id, release)
+        if group is None:
+            if member_epoch != 0:
+                # Kafka answers GROUP_ID_NOT_FOUND, fatal to librdkafka; kwire does not persist
+                # membership, so after a restart this is a member to re-admit: it rejoins on this
+                return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
+                                                           message=f"Group {group_id} has no member {member_id}."))
+            if len([g for g in self.groups.values() if g.state is not D]) >= self.config.max_groups:
+                return ShareOutcome(result=HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                                           message="The share group limit is reached."))
+            group = self.groups[group_id] = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        if member_epoch == 0:
+            if member is None:
+                if len(group.members) >= self.config.max_size:
+                    return ShareOutcome(result=HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                                               message=f"Share group {group_id} is full."))
+                member_id = member_id or uuid.uuid4().hex
+                member = group.members[member_id] = ShareMember(member_id, 0, (), client_id, client_host,
+                                                                rack_id, 0)
+                group.epoch += 1
+                group.move(S)
+        elif member is None:
+            return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
+                                                       message=f"Member {member_id} is not in group {group_id}."))
+        elif member_epoch not in (member.epoch, member.epoch - 1):
+            return ShareOutcome(result=HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH))
+        member.deadline_ms = now_ms + self.config.session_timeout_ms
+        if subscribed is not None and tuple(sorted(subscribed)) != member.subscribed:
+            member.subscribed = tuple(sorted(subscribed))
+            group.epoch += 1
+        assignment = tuple((topics[t].topic_id, t, tuple(range(topics[t].partitions)))
+                           for t in member.subscribed if t in topics)
+        changed = assignment != member.assignment or member_epoch == 0
+        if changed:
+            member.assignment = assignment
+            member.epoch = max(member.epoch + 1, group.epoch)
+        return ShareOutcome(result=HeartbeatResult(
+            ErrorCode.NONE, member.member_id, member.epoch, self.config.heartbeat_interval_ms,
+            assignment if changed else None))
+
+    def leave(self, group_id: str, member_id: str, release: bool = True) -> ShareOutcome:
+        """The member leaves (heartbeat epoch -1).  ``release`` False keeps its acquired records
+        held: its share session is still open, and the acknowledgements its close sends
+        (librdkafka leaves the group first) settle them; the session's close releases the rest."""
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id, -1))
+        records = self._remove_member(group, member_id, release)
+        return ShareOutcome(records, HeartbeatResult(ErrorCode.NONE, member_id, -1))
+
+    def _remove_member(self, group: ShareGroup, member_id: str, release: bool = True) -> list:
+        del group.members[member_id]
+        group.epoch += 1
+        if not group.members:
+            group.move(E)
+        if not release:
+            return []
+        records = []
+        for key, sp in self.partitions.items():
+            if key[0] == group.group_id and sp.release_member(member_id):
+                records.append(self._snapshot(key, sp))
+        return records
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def tick(self, now_ms: int) -> ShareOutcome:
+        """Expire members past their session timeout and acquisition locks past their deadline.
+        Result: the (group_id, member_id) of the members expired."""
+        records, expired = [], []
+        for group in list(self.groups.values()):
+            for member in [m for m in group.members.values() if m.deadline_ms <= now_ms]:
+                records += self._remove_member(group, member.member_id)
+                expired.append((group.group_id, member.member_id))
+        for key, sp in self.partitions.items():
+            if sp.expire_locks(now_ms):
+                records.append(self._snapshot(key, sp))
+        return ShareOutcome(_last_per_key(records), expired)
+
+    # -- share-partitions ---------------------------------------------------------------
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, log_start_offset: int,
+                        high_watermark: int) -> ShareOutcome:
+        """The share-partition (result), initialized on first use from the group's
+        share.auto.offset.reset; its initial state is a record to persist."""
+        key = (group_id, topic_id, partition)
+        sp = self.partitions.get(key)
+        records = []
+        if sp is None:
+            reset = self.offset_resets.get(group_id, "latest")
+            start = log_start_offset if reset == "earliest" else high_watermark
+            sp = self.partitions[key] = SharePartition(self.config.limits, start)
+            records.append(self._snapshot(key, sp))
+        if sp.skip_to(log_start_offset):
+            records.append(self._snapshot(key, sp))
+        return ShareOutcome(records, sp)
+
+    def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                batches: list[tuple[int, int]], max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """Acquisition is not persisted (as in Kafka): a crash makes the records available again."""
+        sp = self.partitions[(group_id, topic_id, partition)]
+        return sp.acquire(member_id, batches, max_records, now_ms)
+
+    def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                    batches: list[tuple[int, int, list[int]]]) -> ShareOutcome:
+        """Apply the acknowledgement batches of one partition; result: an ErrorCode.  Each
+        batch is all or nothing; the first failing one is the partition's error."""
+        key = (group_id, topic_id, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            return ShareOutcome(result=ErrorCode.INVALID_RECORD_STATE)
+        error = ErrorCode.NONE
+        for first, last, types in batches:
+            try:
+                sp.acknowledge(member_id, first, last, list(types))
+            except InvalidRequest:
+                error = error or ErrorCode.INVALID_REQUEST
+            except InvalidRecordState:
+                error = error or ErrorCode.INVALID_RECORD_STATE
+        return ShareOutcome([self._snapshot(key, sp)], error)
+
+    def _snapshot(self, key, sp: SharePartition) -> tuple[bytes, bytes]:
+        group_id, topic_id, partition = key
+        return encode_key(SNAPSHOT_KEY, group_id, topic_id, partition), encode_snapshot(sp.state())
+
+    # -- admin --------------------------------------------------------------------------
+    def set_offset_reset(self, group_id: str, value: str | None) -> None:
+        """Set (None: back to the default, latest) the group's share.auto.offset.reset; it
+        applies to the share-partitions initialized from now on."""
+        if value is None:
+            self.offset_resets.pop(group_id, None)
+        else:
+            self.offset_resets[group_id] = value
+
+    def describe(self, group_id: str) -> ShareGroup | None:
+        group = self.groups.get(group_id)
+        return None if group is None or group.state is D else group
+
+    def list_groups(self) -> list[ShareGroup]:
+        return [g for g in self.groups.values() if g.state is not D]
+
+    def delete_group(self, group_id: str) -> ShareOutcome:
+        """Result: an ErrorCode.  Only an empty group is deleted, with its share-partitions'
+        state (tombstones)."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is D:
+            return ShareOutcome(result=ErrorCode.GROUP_ID_NOT_FOUND)
+        if group.members:
+            return ShareOutcome(result=ErrorCode.NON_EMPTY_GROUP)
+        group.move(D)
+        del self.groups[group_id]
+        self.offset_resets.pop(group_id, None)
+        records = []
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+            records.append((encode_key(SNAPSHOT_KEY, *key), None))
+        return ShareOutcome(records, ErrorCode.NONE)
+
+    # -- start-up ------------------------------------------------------------------------
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        k = decode_key(key)
+        if k is None:
+            return
+        pkey = (k.group_id, k.topic_id, k.partition)
+        if value is None:
+            self.partitions.pop(pkey, None)
+            return
+        state = decode_value(k.kind, value)
+        if k.kind == SNAPSHOT_KEY:
+            self.partitions[pkey] = SharePartition.from_state(self.config.limits, state)
+        elif pkey in self.partitions:
+            sp = self.partitions[pkey]
+            if state.start_offset >= 0:
+                sp.skip_to(state.start_offset)
+            sp.apply_batches(state.batches)
+        self.groups.setdefault(k.group_id, ShareGroup(k.group_id))
+
+
+def _last_per_key(records: list) -> list:
+    """Several snapshots of one key in one outcome: only the last matters."""
+    last = {}
+    for key, value in records:
+        last.pop(key, None)
+        last[key] = value
+    return list(last.items())

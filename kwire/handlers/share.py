@@ -1,0 +1,267 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
+ShareAcknowledge (79), at version 1 (Kafka 4.1+'s first stable version, what librdkafka sends).
+
+Served by ``kwire.share_service``; advertised only when ``group.share.enable`` is true and
+``share`` is in ``group.coordinator.rebalance.protocols`` (and not in cluster mode, see
+the service).  A group id a classic group already uses is refused (GROUP_ID_NOT_FOUND, as
+Kafka answers a heartbeat for a group of another type).
+
+ShareFetch: acknowledgements first (persisted before the answer), then each partition of
+the share session is read from the first available record: whole batches from the log,
+with the ``acquired_records`` ranges this member now holds.  With nothing acquired it
+long-polls up to ``max_wait_ms`` (capped by ``fetch.max.wait.ms``) for new records or
+released ones.  A closing request (epoch -1) only acknowledges, and releases the rest.
+"""
+from __future__ import annotations
+
+import uuid
+
+import trio
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from ..registry import handles
+from .authz_groups import DESCRIBE, GROUP, READ, TOPIC, acls_on, denied, unauthorized
+from ..share_service import enabled
+
+SHARE_ASSIGNOR = "simple"
+
+
+def service(ctx):
+    if not enabled(ctx.broker.config):
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled")
+    return ctx.broker.shares
+
+
+def _classic_group_exists(ctx, group_id: str) -> bool:
+    """Read-only question to the classic coordinator: does it know ``group_id``?"""
+    try:
+        return ctx.broker.groups.describe(group_id).state != "Dead"
+    except KafkaApiError:
+        return False
+
+
+@handles(76, 1, 1, enabled=enabled)
+async def handle_share_group_heartbeat(ctx, request):
+    shares = service(ctx)
+    base = {"throttle_time_ms": 0, "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+            "assignment": None}
+    if not request.group_id:
+        return dict(base, error_code=int(ErrorCode.INVALID_REQUEST), error_message="GroupId can't be empty.")
+    if denied(ctx, READ, GROUP, request.group_id):
+        return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
+    if acls_on(ctx) and request.subscribed_topic_names and unauthorized(
+            ctx, DESCRIBE, TOPIC, list(request.subscribed_topic_names)):
+        return dict(base, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), error_message=None)
+    if _classic_group_exists(ctx, request.group_id):
+        return dict(base, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    error_message=f"Group {request.group_id} is not a share group.")
+    r = await shares.heartbeat(request.group_id, request.member_id, request.member_epoch, request.rack_id,
+                               None if request.subscribed_topic_names is None
+                               else list(request.subscribed_topic_names),
+                               ctx.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0])
+    assignment = None
+    if r.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": list(parts)}
+                                           for topic_id, _name, parts in r.assignment]}
+    return {"throttle_time_ms": 0, "error_code": int(r.error), "error_message": r.message,
+            "member_id": r.member_id, "member_epoch": r.member_epoch,
+            "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": assignment}
+
+
+@handles(77, 1, 1, enabled=enabled)
+async def handle_share_group_describe(ctx, request):
+    shares = service(ctx)
+    out = []
+    for group_id in request.group_ids:
+        group = shares.coordinator.describe(group_id)
+        if denied(ctx, DESCRIBE, GROUP, group_id):
+            out.append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "error_message": None,
+                        "group_id": group_id, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                        "assignor_name": "", "members": [], "authorized_operations": -2147483648})
+        elif group is None:
+            out.append({"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND), "error_message":
+                        f"Group {group_id} not found.", "group_id": group_id, "group_state": "Dead",
+                        "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+                        "authorized_operations": -2147483648})
+            continue
+        out.append({"error_code": 0, "error_message": None, "group_id": group_id, "group_state": group.state.value,
+                    "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": SHARE_ASSIGNOR,
+                    "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
+                                 "client_id": m.client_id, "client_host": m.client_host,
+                                 "subscribed_topic_names": list(m.subscribed),
+                                 "assignment": {"topic_partitions": [
+                                     {"topic_id": tid, "topic_name": name, "partitions": list(parts)}
+                                     for tid, name, parts in m.assignment]}}
+                                for m in group.members.values()],
+                    "authorized_operations": -2147483648})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+def _acks(topics) -> dict:
+    """{(topic_id, partition): [(first, last, types), ...]} of a request's acknowledgement batches."""
+    acks = {}
+    for t in topics or ():
+        for p in t.partitions:
+            batches = [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                       for b in p.acknowledgement_batches or ()]
+            if batches:
+                acks[(_uuid(t.topic_id), p.partition_index)] = batches
+    return acks
+
+
+def _uuid(value) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _leader(ctx, topic_id, partition) -> dict:
+    topic = ctx.broker.logs.topics_by_id.get(topic_id)
+    epoch = topic.partitions[partition].leader_epoch if topic and 0 <= partition < len(topic.partitions) else -1
+    return {"leader_id": ctx.broker.node_id, "leader_epoch": max(epoch, 0)}
+
+
+@handles(78, 1, 1, enabled=enabled)
+async def handle_share_fetch(ctx, request):
+    shares = service(ctx)
+    base = {"throttle_time_ms": 0, "acquisition_lock_timeout_ms": shares.lock_duration_ms, "responses": [],
+            "node_endpoints": []}
+    requested = [(_uuid(t.topic_id), [p.partition_index for p in t.partitions]) for t in request.topics or ()]
+    forgotten = [(_uuid(t.topic_id), list(t.partitions)) for t in request.forgotten_topics_data or ()]
+    group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
+    if denied(ctx, READ, GROUP, group_id):
+        return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
+    try:
+        session = shares.check_session(group_id, member_id, epoch, requested, forgotten)
+    except KafkaApiError as exc:
+        return dict(base, error_code=int(exc.code), error_message=exc.message)
+    refused = _refused_topics(ctx, session.partitions if session is not None else
+                              {(tid, p) for tid, parts in requested for p in parts})
+    acks = {k: v for k, v in _acks(request.topics).items() if k[0] not in refused}
+    ack_errors = await shares.acknowledge(group_id, member_id, acks) if acks else {}
+    entries: dict[tuple, dict] = {}
+
+    def entry(topic_id, partition) -> dict:
+        key = (topic_id, partition)
+        if key not in entries:
+            entries[key] = {"partition_index": partition, "error_code": 0, "error_message": None,
+                            "acknowledge_error_code": int(ack_errors.get(key, 0)),
+                            "acknowledge_error_message": None, "current_leader": _leader(ctx, topic_id, partition),
+                            "records": b"", "acquired_records": []}   # never null: librdkafka 2.16 rejects it
+        return entries[key]
+    for key in ack_errors:
+        entry(*key)
+    for topic_id, partition in sorted(k for k in (session.partitions if session is not None else ())
+                                      if k[0] in refused):
+        e = entry(topic_id, partition)
+        e["error_code"] = e["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if session is None:                      # closing: acknowledge only, release the rest
+        await shares.release_member(group_id, member_id)
+    elif request.max_records != 0:
+        max_wait = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
+        deadline = trio.current_time() + max_wait / 1000
+        while True:
+            got = await _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused)
+            if got or trio.current_time() >= deadline or not shares.coordinator.is_member(group_id, member_id):
+                break
+            names = [(ctx.broker.logs.topics_by_id[tid].name, p) for tid, p in session.partitions
+                     if tid in ctx.broker.logs.topics_by_id]
+            await shares.wait_available(ctx.broker, names, deadline)
+    by_topic: dict = {}
+    for (topic_id, _), e in entries.items():
+        by_topic.setdefault(topic_id, []).append(e)
+    return dict(base, error_code=0, error_message=None,
+                responses=[{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()])
+
+
+def _refused_topics(ctx, partitions) -> set:
+    """The topic ids of ``partitions`` the principal may not READ (with an authorizer)."""
+    if not acls_on(ctx):
+        return set()
+    names = {}
+    for topic_id, _ in partitions:
+        topic = ctx.broker.logs.topics_by_id.get(topic_id)
+        if topic is not None:
+            names[topic.name] = topic_id
+    return {names[n] for n in unauthorized(ctx, READ, TOPIC, list(names))}
+
+
+async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused=frozenset()) -> bool:
+    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    max_records = request.max_records if request.max_records > 0 else 500
+    got = False
+    for topic_id, partition in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+        if topic_id in refused:
+            continue
+        try:
+            data, ranges = await shares.acquire(group_id, member_id, topic_id, partition, budget, max_records)
+        except KafkaApiError as exc:
+            e = entry(topic_id, partition)
+            e["error_code"], e["error_message"] = int(exc.code), exc.message
+            got = True
+            continue
+        if ranges:
+            e = entry(topic_id, partition)
+            e["records"] = data
+            e["acquired_records"] = [{"first_offset": f, "last_offset": lst, "delivery_count": c}
+                                     for f, lst, c in ranges]
+            budget -= len(data)
+            max_records -= sum(lst - f + 1 for f, lst, _ in ranges)
+            got = True
+            if budget <= 0 or max_records <= 0:
+                break
+    return got
+
+
+@handles(79, 1, 1, enabled=enabled)
+async def handle_share_acknowledge(ctx, request):
+    shares = service(ctx)
+    group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
+    base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": []}
+    if denied(ctx, READ, GROUP, group_id):
+        return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
+    if epoch == 0:
+        return dict(base, error_code=int(ErrorCode.INVALID_SHARE_SESSION_EPOCH),
+                    error_message="ShareAcknowledge cannot open a share session")
+    try:
+        session = shares.check_session(group_id, member_id, epoch, [], [])
+    except KafkaApiError as exc:
+        return dict(base, error_code=int(exc.code), error_message=exc.message)
+    acks = _acks(request.topics)
+    refused = _refused_topics(ctx, acks)
+    errors = await shares.acknowledge(group_id, member_id, {k: v for k, v in acks.items() if k[0] not in refused})
+    errors.update({k: ErrorCode.TOPIC_AUTHORIZATION_FAILED for k in acks if k[0] in refused})
+    if session is None:
+        await shares.release_member(group_id, member_id)
+    by_topic: dict = {}
+    for (topic_id, partition), code in errors.items():
+        by_topic.setdefault(topic_id, []).append({
+            "partition_index": partition, "error_code": int(code), "error_message": None,
+            "current_leader": _leader(ctx, topic_id, partition)})
+    return dict(base, error_code=0, error_message=None,
+                responses=[{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()])
+
+
+# -- what the classic group APIs (kwire.handlers.groups) show of share groups ---------------------
+def share_group_rows(ctx, states: list[str] | None, types) -> list[dict]:
+    """ListGroups entries of the share groups (group_type and protocol_type "share")."""
+    if not enabled(ctx.broker.config) or (types and "share" not in [t.lower() for t in types]):
+        return []
+    wanted = {s.lower() for s in states} if states else None
+    return [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state.value, "group_type": "share"}
+            for g in ctx.broker.shares.coordinator.list_groups() if wanted is None or g.state.value.lower() in wanted]
+
+
+def is_share_group(ctx, group_id: str) -> bool:
+    return enabled(ctx.broker.config) and ctx.broker.shares.coordinator.describe(group_id) is not None
+
+
+def describe_share_group_classic(ctx, group_id: str) -> dict:
+    """A DescribeGroups entry for a share group: its state, protocol type "share" and members
+    (client id and host; no metadata or assignment bytes, which share groups do not have)."""
+    group = ctx.broker.shares.coordinator.describe(group_id)
+    return {"error_code": 0, "error_message": None, "group_id": group_id, "group_state": group.state.value,
+            "protocol_type": "share", "protocol_data": SHARE_ASSIGNOR,
+            "members": [{"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
+                         "client_host": m.client_host, "member_metadata": b"", "member_assignment": b""}
+                        for m in group.members.values()],
+            "authorized_operations": None}

@@ -1,0 +1,94 @@
+"""Group configs (config resource type GROUP, 32): the minimum share groups need.
+
+Kafka keeps dynamic group configs (KIP-848/KIP-932) in its metadata log and clients set
+them with IncrementalAlterConfigs on resource type GROUP (``kafka-configs --entity-type
+groups``, librdkafka's ``RD_KAFKA_RESOURCE_GROUP``).  kwire serves one of them so far:
+``share.auto.offset.reset`` (``latest``, the default, or ``earliest``: where a share-partition
+starts when the group first reads it).  Any other group config is INVALID_CONFIG.
+
+Stored in ``<first log dir>/share-group-configs.json`` ({group: {name: value}}), replaced
+whole (``write_atomically``) off the Trio thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.log.checkpoints import write_atomically
+
+from .blocking import run_blocking
+
+FILE_NAME = "share-group-configs.json"
+GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE, STRING_TYPE = 8, 5, 2
+# name -> (default, allowed values, documentation)
+GROUP_CONFIGS = {
+    "share.auto.offset.reset": ("latest", ("latest", "earliest"),
+                                "Where a share group starts reading a partition it has no state for: "
+                                "latest (the log end) or earliest (the log start)."),
+}
+
+
+class GroupConfigs:
+    def __init__(self, log_dir: str, on_change):
+        self.path = os.path.join(log_dir, FILE_NAME)
+        self.on_change = on_change             # (group_id, name, value | None)
+        self.configs: dict[str, dict[str, str]] = {}
+
+    def load(self) -> None:
+        try:
+            with open(self.path) as f:
+                self.configs = json.load(f)
+        except FileNotFoundError:
+            self.configs = {}
+        for group_id, values in self.configs.items():
+            for name, value in values.items():
+                self.on_change(group_id, name, value)
+
+    def describe(self, group_id: str, keys) -> list[dict]:
+        """DescribeConfigs entries of ``group_id`` (``keys`` None: all)."""
+        current = self.configs.get(group_id, {})
+        out = []
+        for name, (default, _allowed, doc) in GROUP_CONFIGS.items():
+            if keys and name not in keys:
+                continue
+            set_ = name in current
+            out.append({"name": name, "value": current.get(name, default), "read_only": False,
+                        "is_default": not set_, "config_source": GROUP_CONFIG_SOURCE if set_ else DEFAULT_CONFIG_SOURCE,
+                        "is_sensitive": False, "synonyms": [], "config_type": STRING_TYPE, "documentation": doc})
+        return out
+
+    async def alter(self, group_id: str, ops, incremental: bool, validate_only: bool) -> None:
+        """``ops``: (name, operation, value) (IncrementalAlterConfigs) or (name, value) pairs
+        (AlterConfigs, which replaces all).  Raises KafkaApiError(INVALID_CONFIG | INVALID_GROUP_ID)."""
+        if not group_id:
+            raise KafkaApiError(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
+        new = dict(self.configs.get(group_id, {})) if incremental else {}
+        for name, *rest in ops:
+            op, value = rest if incremental else (0, rest[0])
+            if op == 1:                                   # DELETE
+                new.pop(name, None)
+            elif op == 0 and value is not None:           # SET
+                new[name] = value
+            elif op == 0 and not incremental:
+                continue
+            else:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Operation {op} is not supported for {name}")
+        for name, value in new.items():
+            spec = GROUP_CONFIGS.get(name)
+            if spec is None:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+            if value not in spec[1]:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                    f"Invalid value {value} for configuration {name}: must be one of {spec[1]}")
+        if validate_only:
+            return
+        configs = dict(self.configs)
+        if new:
+            configs[group_id] = new
+        else:
+            configs.pop(group_id, None)
+        await run_blocking(write_atomically, self.path, json.dumps(configs))
+        self.configs = configs
+        for name in GROUP_CONFIGS:
+            self.on_change(group_id, name, new.get(name))

@@ -1,0 +1,306 @@
+"""Runs the sans-I/O share-group coordinator (kwire.groups.share_coordinator) inside the Trio server.
+
+Handlers make one call per API (``heartbeat``, ``fetch``, ``acknowledge``, ``describe``,
+``delete_groups``).  The records of each outcome are appended to ``__share_group_state``
+(and flushed when its flush policy says so) before the caller answers, so an
+acknowledgement the client saw answered survives a kill -9; the topic is replayed at
+start-up.  Acquisitions are not written (as in Kafka): after a crash, records that were
+acquired and not acknowledged are delivered again.
+
+A timer task ticks the coordinator every ``TICK_S``: members past their session timeout
+leave (their records are released) and acquisition locks past their deadline end.  Records
+becoming available again, or new records appended, wake parked ShareFetch requests.
+
+Share sessions (KIP-932): one per (group, member), keyed by its epoch: 0 opens (replacing
+an older one), -1 closes (releasing the member's acquired records), any other must be the
+next one expected (INVALID_SHARE_SESSION_EPOCH) of an existing session
+(SHARE_SESSION_NOT_FOUND).
+
+Single node only: in ZooKeeper cluster mode the share-group APIs are not advertised
+(``enabled``), since the state does not yet follow the leadership of its partitions.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import uuid
+import zlib
+from dataclasses import dataclass, field
+
+import trio
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCoordinator, Topic
+from kwire.groups.share_partition import PartitionLimits
+
+from .blocking import create_topic, run_blocking
+from .clock import Clock
+from .group_service import records_to_end
+from .share_group_configs import GroupConfigs
+
+logger = logging.getLogger("kwire.share")
+
+SHARE_STATE_TOPIC = "__share_group_state"
+TICK_S = 0.1
+FINAL_EPOCH = -1
+# Record batch v2 header: base_offset int64 @0, batch_length int32 @8, attributes int16 @21,
+# last_offset_delta int32 @23.  Control batches (attribute bit 5) are transaction markers.
+BATCH_HEAD = struct.Struct(">qi")
+ATTRIBUTES = struct.Struct(">h")
+LAST_DELTA = struct.Struct(">i")
+CONTROL_BIT = 0x20
+
+
+def enabled(config) -> bool:
+    """Whether this broker serves share groups (KIP-932)."""
+    return (bool(config.value_of("group.share.enable"))
+            and "share" in config.value_of("group.coordinator.rebalance.protocols")
+            and not config.value_of("zookeeper.connect"))
+
+
+def batch_bounds(data: bytes) -> list[tuple[int, int, bool, int]]:
+    """(base_offset, last_offset, is_control, end position) of each whole batch in ``data``."""
+    out, pos = [], 0
+    view = memoryview(data)
+    while pos + 27 <= len(view):
+        base, length = BATCH_HEAD.unpack_from(view, pos)
+        end = pos + 12 + length
+        if end > len(view):
+            break
+        control = bool(ATTRIBUTES.unpack_from(view, pos + 21)[0] & CONTROL_BIT)
+        out.append((base, base + LAST_DELTA.unpack_from(view, pos + 23)[0], control, end))
+        pos = end
+    return out
+
+
+@dataclass
+class ShareSession:
+    epoch: int                                   # the next epoch expected
+    partitions: set = field(default_factory=set)  # (topic_id, partition)
+
+
+class ShareService:
+    """The share-group coordinator of one single-node broker."""
+
+    def __init__(self, config, logs, clock: Clock, notify_changed=None):
+        self.config = config
+        self.logs = logs
+        self.clock = clock
+        v = config.value_of
+        self.lock_duration_ms = v("group.share.record.lock.duration.ms")
+        self.coordinator = ShareCoordinator(ShareConfig(
+            session_timeout_ms=v("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=v("group.share.heartbeat.interval.ms"),
+            max_size=v("group.share.max.size"), max_groups=v("group.share.max.groups"),
+            limits=PartitionLimits(self.lock_duration_ms, v("group.share.delivery.count.limit"),
+                                   v("group.share.partition.max.record.locks"))))
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed)
+        self._changed = trio.Event()           # records became available again
+        self._lock = trio.Lock()                # one outcome's append at a time, in order
+
+    # -- the internal topic --------------------------------------------------------------
+    async def state_topic(self):
+        topic = self.logs.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            v = self.config.value_of
+            topic = await create_topic(
+                self.logs, SHARE_STATE_TOPIC, v("share.coordinator.state.topic.num.partitions"),
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(v("share.coordinator.state.topic.segment.bytes")),
+                 "min.insync.replicas": str(v("share.coordinator.state.topic.min.isr"))},
+                now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+        return topic
+
+    def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
+        if name == "share.auto.offset.reset":
+            self.coordinator.set_offset_reset(group_id, value)
+
+    def replay(self) -> int:
+        """Load the group configs and replay ``__share_group_state``; returns the record count."""
+        self.group_configs.load()
+        topic = self.logs.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return 0
+        topic.internal = True
+        count = 0
+        for plog in topic.partitions:
+            for batch, record in records_to_end(plog):
+                if not batch.is_control_batch and record.key is not None:
+                    self.coordinator.replay(record.key, record.value)
+                    count += 1
+        if count:
+            logger.info("replayed %d share-state record(s) from %s", count, SHARE_STATE_TOPIC)
+        return count
+
+    async def append(self, records: list) -> None:
+        """Append (key, value) records (value None: tombstone), flushed per the topic's policy."""
+        if not records:
+            return
+        topic = await self.state_topic()
+        by_partition: dict[int, list] = {}
+        for key, value in records:
+            by_partition.setdefault(zlib.crc32(key) % len(topic.partitions), []).append((key, value))
+        ts = self.clock.now_ms()
+        flushes = []
+        for p, items in by_partition.items():
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                                producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                                batch_size=2**31 - 1)
+            for i, (key, value) in enumerate(items):
+                builder.append(i, timestamp=ts, key=key, value=value, headers=[])
+            plog = topic.partitions[p]
+            if plog.append(bytes(builder.build()), now_ms=ts).needs_flush:
+                flushes.append(plog)
+        for plog in flushes:
+            await run_blocking(plog.flush)
+
+    # -- membership -----------------------------------------------------------------------
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed,
+                        client_id: str, client_host: str) -> HeartbeatResult:
+        topics = {}
+        for name in subscribed or ():
+            t = self.logs.get(name)
+            if t is not None:
+                topics[name] = Topic(name, t.topic_id, len(t.partitions))
+        if subscribed is None and member_epoch != 0:      # unchanged: keep the member's topics
+            group = self.coordinator.groups.get(group_id)
+            member = group.members.get(member_id) if group else None
+            for name in member.subscribed if member else ():
+                t = self.logs.get(name)
+                if t is not None:
+                    topics[name] = Topic(name, t.topic_id, len(t.partitions))
+        # a member leaving with its share session open: the session's close settles its records
+        outcome = self.coordinator.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, topics,
+                                             client_id, client_host, self.clock.now_ms(),
+                                             release=(group_id, member_id) not in self.sessions)
+        await self._apply(outcome.records)
+        return outcome.result
+
+    # -- sessions -------------------------------------------------------------------------
+    def _session(self, group_id: str, member_id: str, epoch: int, topics, forgotten) -> ShareSession | None:
+        """The session of this request (None for a closing one); raises KafkaApiError."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            if not self.coordinator.is_member(group_id, member_id):
+                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group_id}")
+            session = self.sessions[key] = ShareSession(1)
+        else:
+            session = self.sessions.get(key)
+            if session is None and epoch == FINAL_EPOCH:
+                return None          # closed already (librdkafka may close after leaving): nothing to do
+            if session is None:
+                raise KafkaApiError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session for this member")
+            if epoch == FINAL_EPOCH:
+                del self.sessions[key]
+                return None
+            if epoch != session.epoch:
+                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                    f"expected share session epoch {session.epoch}, got {epoch}")
+            session.epoch = 1 if session.epoch >= 0x7FFFFFFF else session.epoch + 1
+        for topic_id, partitions in topics:
+            session.partitions.update((topic_id, p) for p in partitions)
+        for topic_id, partitions in forgotten:
+            session.partitions.difference_update((topic_id, p) for p in partitions)
+        return session
+
+    def check_session(self, group_id: str, member_id: str, epoch: int, topics, forgotten):
+        return self._session(group_id, member_id, epoch, topics, forgotten)
+
+    # -- acknowledgements -------------------------------------------------------------------
+    async def acknowledge(self, group_id: str, member_id: str,
+                          acks: dict[tuple[uuid.UUID, int], list]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+        """Apply each partition's acknowledgement batches, persist, then return their errors."""
+        errors, records = {}, []
+        for (topic_id, partition), batches in acks.items():
+            if self.logs.topics_by_id.get(topic_id) is None:
+                errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            outcome = self.coordinator.acknowledge(group_id, member_id, topic_id, partition, batches)
+            errors[(topic_id, partition)] = outcome.result
+            records += outcome.records
+        await self._apply(records)
+        return errors
+
+    async def release_member(self, group_id: str, member_id: str) -> None:
+        """A share session closed: the member's acquired records are available again."""
+        records = []
+        for key, sp in self.coordinator.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                records.append(self.coordinator._snapshot(key, sp))
+        await self._apply(records)
+
+    # -- fetching -----------------------------------------------------------------------------
+    async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                      max_bytes: int, max_records: int) -> tuple[bytes, list]:
+        """The record bytes (whole batches) and the ranges acquired for the member; raises
+        KafkaApiError for the partition."""
+        topic = self.logs.topics_by_id.get(topic_id)
+        if topic is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID)
+        if not 0 <= partition < len(topic.partitions):
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        plog = topic.partitions[partition]
+        outcome = self.coordinator.share_partition(group_id, topic_id, partition, plog.log_start_offset,
+                                                   plog.high_watermark)
+        if outcome.records:
+            await self._apply(outcome.records)
+        sp = outcome.result
+        offset = sp.fetch_offset(plog.high_watermark)
+        if offset is None:
+            return b"", []
+        data = plog.read_slices(offset, max_bytes, min_one_batch=True).to_bytes()
+        bounds = batch_bounds(data)
+        ranges = self.coordinator.acquire(group_id, member_id, topic_id, partition,
+                                          [(b, l, c) for b, l, c, _ in bounds], max_records, self.clock.now_ms())
+        logger.debug("share fetch %s %s-%d from %d (hw %d): batches %s acquired %s", group_id, topic.name, partition,
+                     offset, plog.high_watermark, [(b, l, c) for b, l, c, _ in bounds], ranges)
+        if not ranges:
+            return b"", []
+        last_acquired = ranges[-1][1]
+        end = next(e for b, l, c, e in bounds if l >= last_acquired)
+        return data[:end], ranges
+
+    async def wait_available(self, broker, partitions, deadline: float) -> None:
+        """Until new records reach ``partitions`` ((topic, partition) names), records become
+        available again, or ``deadline`` (trio clock)."""
+        changed = self._changed
+        async with trio.open_nursery() as nursery:
+            async def appended():
+                await broker.wait_appended(partitions, deadline)
+                nursery.cancel_scope.cancel()
+
+            async def released():
+                with trio.move_on_at(deadline):
+                    await changed.wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(appended)
+            nursery.start_soon(released)
+
+    # -- admin ---------------------------------------------------------------------------------
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
+        outcome = self.coordinator.delete_group(group_id)
+        await self._apply(outcome.records)
+        if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
+            await self.group_configs.alter(group_id, [], False, False)
+        return outcome.result
+
+    # -- outcomes and timers -----------------------------------------------------------------
+    async def _apply(self, records: list) -> None:
+        if records:
+            async with self._lock:
+                await self.append(records)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def run_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Tick the coordinator every TICK_S: session timeouts and acquisition-lock expiry."""
+        task_status.started()
+        while True:
+            await trio.sleep(TICK_S)
+            outcome = self.coordinator.tick(self.clock.now_ms())
+            for key in outcome.result:          # a member gone silent: its share session goes too
+                self.sessions.pop(key, None)
+            await self._apply(outcome.records)
