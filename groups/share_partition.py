@@ -141,9 +141,6 @@ class SharePartition:
             return self.speo
         return None
 
-    def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state is Q)
-
     # -- events -----------------------------------------------------------------------
     def skip_to(self, log_start_offset: int) -> bool:
         """Records below the log's start were deleted: archive them, move the SPSO there."""

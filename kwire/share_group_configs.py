@@ -2,9 +2,10 @@
 
 Kafka keeps dynamic group configs (KIP-848/KIP-932) in its metadata log and clients set
 them with IncrementalAlterConfigs on resource type GROUP (``kafka-configs --entity-type
-groups``, librdkafka's ``RD_KAFKA_RESOURCE_GROUP``).  kwire serves one of them so far:
+groups``, librdkafka's ``RD_KAFKA_RESOURCE_GROUP``).  kwire serves two of them so far:
 ``share.auto.offset.reset`` (``latest``, the default, or ``earliest``: where a share-partition
-starts when the group first reads it).  Any other group config is INVALID_CONFIG.
+starts when the group first reads it) and ``share.isolation.level`` (``read_uncommitted``, the
+default, or ``read_committed``).  Any other group config is INVALID_CONFIG.
 
 Stored in ``<first log dir>/share-group-configs.json`` ({group: {name: value}}), replaced
 whole (``write_atomically``) off the Trio thread.
@@ -26,6 +27,9 @@ GROUP_CONFIGS = {
     "share.auto.offset.reset": ("latest", ("latest", "earliest"),
                                 "Where a share group starts reading a partition it has no state for: "
                                 "latest (the log end) or earliest (the log start)."),
+    "share.isolation.level": ("read_uncommitted", ("read_uncommitted", "read_committed"),
+                              "read_committed: deliver only committed transactional records (up to the last "
+                              "stable offset; aborted ones are archived); read_uncommitted: every record."),
 }
 
 

@@ -45,11 +45,14 @@ SHARE_STATE_TOPIC = "__share_group_state"
 TICK_S = 0.1
 FINAL_EPOCH = -1
 # Record batch v2 header: base_offset int64 @0, batch_length int32 @8, attributes int16 @21,
-# last_offset_delta int32 @23.  Control batches (attribute bit 5) are transaction markers.
+# last_offset_delta int32 @23, producer_id int64 @43.  Control batches (attribute bit 5) are
+# transaction markers; bit 4 marks a transactional batch.
 BATCH_HEAD = struct.Struct(">qi")
 ATTRIBUTES = struct.Struct(">h")
 LAST_DELTA = struct.Struct(">i")
 CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+PRODUCER_ID = struct.Struct(">q")             # @43
 
 
 def enabled(config) -> bool:
@@ -70,6 +73,30 @@ def batch_bounds(data: bytes) -> list[tuple[int, int, bool, int]]:
             break
         control = bool(ATTRIBUTES.unpack_from(view, pos + 21)[0] & CONTROL_BIT)
         out.append((base, base + LAST_DELTA.unpack_from(view, pos + 23)[0], control, end))
+        pos = end
+    return out
+
+
+def aborted_batches(data: bytes, bounds, aborted: list[tuple[int, int]]) -> set[int]:
+    """Base offsets of the batches in ``data`` that belong to an aborted transaction
+    (``aborted``: (producer_id, first_offset), as Fetch lists them), found as a read_committed
+    client does: a producer's transactional batches from its first offset until its marker."""
+    if not aborted:
+        return set()
+    pending = sorted(aborted, key=lambda a: a[1])
+    open_aborted: set[int] = set()
+    out = set()
+    pos = 0
+    for base, _last, control, end in bounds:
+        while pending and pending[0][1] <= base:
+            open_aborted.add(pending.pop(0)[0])
+        attributes = ATTRIBUTES.unpack_from(data, pos + 21)[0]
+        producer_id = PRODUCER_ID.unpack_from(data, pos + 43)[0]
+        if producer_id in open_aborted and attributes & TRANSACTIONAL_BIT:
+            if control:
+                open_aborted.discard(producer_id)      # its ABORT marker ends the aborted range
+            else:
+                out.add(base)
         pos = end
     return out
 
@@ -96,6 +123,7 @@ class ShareService:
             limits=PartitionLimits(self.lock_duration_ms, v("group.share.delivery.count.limit"),
                                    v("group.share.partition.max.record.locks"))))
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.read_committed: set[str] = set()         # groups with share.isolation.level=read_committed
         self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed)
         self._changed = trio.Event()           # records became available again
         self._lock = trio.Lock()                # one outcome's append at a time, in order
@@ -116,6 +144,8 @@ class ShareService:
     def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
         if name == "share.auto.offset.reset":
             self.coordinator.set_offset_reset(group_id, value)
+        elif name == "share.isolation.level":
+            (self.read_committed.add if value == "read_committed" else self.read_committed.discard)(group_id)
 
     def replay(self) -> int:
         """Load the group configs and replay ``__share_group_state``; returns the record count."""
@@ -247,13 +277,18 @@ class ShareService:
         if outcome.records:
             await self._apply(outcome.records)
         sp = outcome.result
-        offset = sp.fetch_offset(plog.high_watermark)
-        if offset is None:
+        committed = group_id in self.read_committed
+        upper = plog.last_stable_offset if committed else plog.high_watermark
+        offset = sp.fetch_offset(upper)
+        if offset is None or offset >= upper:
             return b"", []
-        data = plog.read_slices(offset, max_bytes, min_one_batch=True).to_bytes()
+        data = plog.read_slices(offset, max_bytes, min_one_batch=True, max_offset=upper).to_bytes()
         bounds = batch_bounds(data)
+        skip = aborted_batches(data, bounds, plog.aborted_transactions(offset, upper)) if committed else set()
+        # a control batch, or (read_committed) an aborted transaction's batch: archived, never delivered
         ranges = self.coordinator.acquire(group_id, member_id, topic_id, partition,
-                                          [(b, l, c) for b, l, c, _ in bounds], max_records, self.clock.now_ms())
+                                          [(b, l, c or b in skip) for b, l, c, _ in bounds], max_records,
+                                          self.clock.now_ms())
         logger.debug("share fetch %s %s-%d from %d (hw %d): batches %s acquired %s", group_id, topic.name, partition,
                      offset, plog.high_watermark, [(b, l, c) for b, l, c, _ in bounds], ranges)
         if not ranges:

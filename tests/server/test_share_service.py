@@ -25,3 +25,25 @@ def test_share_groups_are_served_by_default_and_not_when_turned_off_or_in_a_clus
     assert not enabled(config(**{"group.share.enable": "false"}))
     assert not enabled(config(**{"group.coordinator.rebalance.protocols": "classic"}))
     assert not enabled(config(**{"zookeeper.connect": "127.0.0.1:2181"}))
+
+
+def _batch(base: int, values, *, producer_id=-1, transactional=False, control=False) -> bytearray:
+    raw = bytearray(build_batch(values, producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                base_sequence=0 if producer_id >= 0 else -1, transactional=transactional))
+    struct.pack_into(">q", raw, 0, base)
+    if control:
+        struct.pack_into(">h", raw, 21, 0x30)
+    return raw
+
+
+def test_aborted_batches_are_a_producers_transactional_batches_up_to_its_marker():
+    from kwire.share_service import aborted_batches
+    parts = [_batch(0, [b"a", b"b"], producer_id=7, transactional=True),       # aborted
+             _batch(2, [b"c"], producer_id=8, transactional=True),             # committed elsewhere
+             _batch(3, [b"m"], producer_id=7, transactional=True, control=True),
+             _batch(4, [b"d"], producer_id=7, transactional=True),             # a later transaction
+             _batch(5, [b"e"])]
+    data = bytes(b"".join(parts))
+    bounds = batch_bounds(data)
+    assert aborted_batches(data, bounds, [(7, 0)]) == {0}
+    assert aborted_batches(data, bounds, []) == set()
