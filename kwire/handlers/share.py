@@ -156,7 +156,7 @@ async def handle_share_fetch(ctx, request):
         e["error_code"] = e["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if session is None:                      # closing: acknowledge only, release the rest
         await shares.release_member(group_id, member_id)
-    elif request.max_records != 0:
+    elif request.max_records != 0 and not (refused and all(k[0] in refused for k in session.partitions)):
         max_wait = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
         deadline = trio.current_time() + max_wait / 1000
         while True:
