@@ -124,7 +124,7 @@ class ShareService:
                                    v("group.share.partition.max.record.locks"))))
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.read_committed: set[str] = set()         # groups with share.isolation.level=read_committed
-        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed)
+        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed, config)
         self._changed = trio.Event()           # records became available again
         self._lock = trio.Lock()                # one outcome's append at a time, in order
 
@@ -144,6 +144,8 @@ class ShareService:
     def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
         if name == "share.auto.offset.reset":
             self.coordinator.set_offset_reset(group_id, value)
+        elif name == "share.record.lock.duration.ms":
+            self.coordinator.set_lock_duration(group_id, None if value is None else int(value))
         elif name == "share.isolation.level":
             (self.read_committed.add if value == "read_committed" else self.read_committed.discard)(group_id)
 

@@ -123,8 +123,8 @@ def _leader(ctx, topic_id, partition) -> dict:
 @handles(78, 1, 1, enabled=enabled)
 async def handle_share_fetch(ctx, request):
     shares = service(ctx)
-    base = {"throttle_time_ms": 0, "acquisition_lock_timeout_ms": shares.lock_duration_ms, "responses": [],
-            "node_endpoints": []}
+    base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": [],
+            "acquisition_lock_timeout_ms": shares.coordinator.limits(request.group_id or "").record_lock_duration_ms}
     requested = [(_uuid(t.topic_id), [p.partition_index for p in t.partitions]) for t in request.topics or ()]
     forgotten = [(_uuid(t.topic_id), list(t.partitions)) for t in request.forgotten_topics_data or ()]
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch

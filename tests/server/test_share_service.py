@@ -47,3 +47,29 @@ def test_aborted_batches_are_a_producers_transactional_batches_up_to_its_marker(
     bounds = batch_bounds(data)
     assert aborted_batches(data, bounds, [(7, 0)]) == {0}
     assert aborted_batches(data, bounds, []) == set()
+
+
+def test_group_configs_are_validated_persisted_and_reloaded(tmp_path):
+    import pytest
+    import trio
+
+    from kwire.codecs.errors import KafkaApiError
+    from kwire.share_group_configs import GroupConfigs
+    broker_config = load_broker_config(None, {"log.dirs": str(tmp_path)})
+    seen = []
+    configs = GroupConfigs(str(tmp_path), lambda *change: seen.append(change), broker_config)
+
+    async def alter(ops):
+        await configs.alter("g", ops, True, False)
+    trio.run(alter, [("share.auto.offset.reset", 0, "earliest"), ("share.record.lock.duration.ms", 0, "20000")])
+    for bad in ([("share.auto.offset.reset", 0, "middle")], [("share.record.lock.duration.ms", 0, "999999")],
+                [("no.such.config", 0, "x")], [("share.isolation.level", 2, "read_committed")]):
+        with pytest.raises(KafkaApiError):
+            trio.run(alter, bad)
+    by_name = {e["name"]: e for e in configs.describe("g", None)}
+    assert (by_name["share.auto.offset.reset"]["value"], by_name["share.auto.offset.reset"]["is_default"]) == (
+        "earliest", False)
+    assert by_name["share.isolation.level"]["is_default"] and by_name["share.record.lock.duration.ms"]["value"] == "20000"
+    again = []
+    GroupConfigs(str(tmp_path), lambda *change: again.append(change), broker_config).load()
+    assert sorted(again) == [("g", "share.auto.offset.reset", "earliest"), ("g", "share.record.lock.duration.ms", "20000")]
