@@ -105,6 +105,7 @@ def aborted_batches(data: bytes, bounds, aborted: list[tuple[int, int]]) -> set[
 class ShareSession:
     epoch: int                                   # the next epoch expected
     partitions: set = field(default_factory=set)  # (topic_id, partition)
+    rotation: int = 0                            # where the next fetch starts among them
 
 
 class ShareService:

@@ -189,7 +189,11 @@ async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry,
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     max_records = request.max_records if request.max_records > 0 else 500
     got = False
-    for topic_id, partition in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+    ordered = sorted(session.partitions, key=lambda k: (str(k[0]), k[1]))
+    if ordered:                     # each fetch starts one partition further: none starves the rest
+        session.rotation = (session.rotation + 1) % len(ordered)
+        ordered = ordered[session.rotation:] + ordered[:session.rotation]
+    for topic_id, partition in ordered:
         if topic_id in refused:
             continue
         try:

@@ -311,3 +311,22 @@ def test_a_running_share_consumer_carries_on_across_a_broker_kill(tmp_path):
         finally:
             consumer.close()
     assert sorted(got) == list(range(10))
+
+
+def test_two_share_consumers_on_three_partitions_get_every_record_once(share_broker):
+    bootstrap, group = share_broker.bootstrap, f"g-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(bootstrap, partitions=3)
+    earliest(bootstrap, group)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(10) == 0
+    consumers = {name: share_consumer(bootstrap, group, topic, **{"max.poll.records": 20}) for name in "ab"}
+    seen: list[tuple[int, int]] = []
+    try:
+        poll_until(consumers, lambda: len(seen) >= 300,
+                   on_message=lambda _n, _c, msg: seen.append((msg.partition(), msg.offset())))
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    assert sorted(seen) == sorted((p, o) for p in range(3) for o in range(100))
