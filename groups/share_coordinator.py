@@ -166,11 +166,16 @@ class ShareCoordinator:
             group.move(E)
         if not release:
             return []
+        return self.release_member(group.group_id, member_id).records
+
+    def release_member(self, group_id: str, member_id: str) -> ShareOutcome:
+        """The member's acquired records become available again (its share session closed,
+        or it left or expired); records: the snapshots of the share-partitions it held."""
         records = []
         for key, sp in self.partitions.items():
-            if key[0] == group.group_id and sp.release_member(member_id):
+            if key[0] == group_id and sp.release_member(member_id):
                 records.append(self._snapshot(key, sp))
-        return records
+        return ShareOutcome(records)
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)

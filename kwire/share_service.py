@@ -212,8 +212,10 @@ class ShareService:
         return outcome.result
 
     # -- sessions -------------------------------------------------------------------------
-    def _session(self, group_id: str, member_id: str, epoch: int, topics, forgotten) -> ShareSession | None:
-        """The session of this request (None for a closing one); raises KafkaApiError."""
+    def check_session(self, group_id: str, member_id: str, epoch: int, topics, forgotten) -> ShareSession | None:
+        """The share session of this request, updated with its ``topics`` and ``forgotten``
+        ((topic_id, [partitions]) each); None for a closing one (epoch -1).  Raises
+        KafkaApiError(UNKNOWN_MEMBER_ID | SHARE_SESSION_NOT_FOUND | INVALID_SHARE_SESSION_EPOCH)."""
         key = (group_id, member_id)
         if epoch == 0:
             if not self.coordinator.is_member(group_id, member_id):
@@ -238,9 +240,6 @@ class ShareService:
             session.partitions.difference_update((topic_id, p) for p in partitions)
         return session
 
-    def check_session(self, group_id: str, member_id: str, epoch: int, topics, forgotten):
-        return self._session(group_id, member_id, epoch, topics, forgotten)
-
     # -- acknowledgements -------------------------------------------------------------------
     async def acknowledge(self, group_id: str, member_id: str,
                           acks: dict[tuple[uuid.UUID, int], list]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
@@ -258,11 +257,7 @@ class ShareService:
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """A share session closed: the member's acquired records are available again."""
-        records = []
-        for key, sp in self.coordinator.partitions.items():
-            if key[0] == group_id and sp.release_member(member_id):
-                records.append(self.coordinator._snapshot(key, sp))
-        await self._apply(records)
+        await self._apply(self.coordinator.release_member(group_id, member_id).records)
 
     # -- fetching -----------------------------------------------------------------------------
     async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
