@@ -4,7 +4,8 @@ Starts ``kwire serve`` in a process of its own; for each consumer count, fills a
 of one partition with RECORDS records (100-byte values, in batches of about 100), sets the
 group's ``share.auto.offset.reset`` to earliest, starts the consumers (confluent-kafka's
 ShareConsumer, one thread each, implicit acknowledgement) and times from the first record
-received to the last distinct offset (joining the group is left out).  Deliveries after
+received to the last distinct offset (joining the group is left out; "with join" is from
+the consumers' start).  Deliveries after
 that are not counted: librdkafka 2.16 closes a share consumer without acknowledging the
 records of its last poll, so the broker hands those to the consumers still polling, as
 Kafka would (at-least-once)::
@@ -92,6 +93,7 @@ def run(bootstrap: str, consumers: int, records: int, timeout: float) -> tuple:
         finally:
             c.close()
     threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(consumers)]
+    started = time.perf_counter()
     for t in threads:
         t.start()
     done.wait(timeout)
@@ -99,10 +101,11 @@ def run(bootstrap: str, consumers: int, records: int, timeout: float) -> tuple:
     for t in threads:
         t.join(30)
     if len(first) < 2:
-        return consumers, len(seen), float("nan"), 0.0, deliveries[0] - len(seen), redelivered[0], per_consumer
+        return (consumers, len(seen), float("nan"), 0.0, float("nan"), deliveries[0] - len(seen), redelivered[0],
+                per_consumer)
     seconds = first[1] - first[0]
-    return (consumers, len(seen), seconds, len(seen) / seconds, deliveries[0] - len(seen), redelivered[0],
-            per_consumer)
+    return (consumers, len(seen), seconds, len(seen) / seconds, first[1] - started, deliveries[0] - len(seen),
+            redelivered[0], per_consumer)
 
 
 def main() -> None:
@@ -113,10 +116,10 @@ def main() -> None:
     args = parser.parse_args()
     with BrokerProcess(args=["--log-level", "WARNING"]) as broker:
         rows = [run(broker.bootstrap, n, args.records, args.timeout) for n in args.consumers]
-    print(f"{'consumers':>9} {'records':>8} {'seconds':>8} {'records/s':>10} {'duplicates':>10} "
+    print(f"{'consumers':>9} {'records':>8} {'seconds':>8} {'records/s':>10} {'with join':>9} {'duplicates':>10} "
           f"{'count>1':>8}  per consumer")
-    for consumers, records, seconds, rate, extra, again, per in rows:
-        print(f"{consumers:>9} {records:>8} {seconds:>8.2f} {rate:>10.0f} {extra:>10} {again:>8}  {per}")
+    for consumers, records, seconds, rate, total, extra, again, per in rows:
+        print(f"{consumers:>9} {records:>8} {seconds:>8.2f} {rate:>10.0f} {total:>8.2f}s {extra:>10} {again:>8}  {per}")
 
 
 if __name__ == "__main__":

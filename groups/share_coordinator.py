@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kwire.codecs.errors import ErrorCode
 
@@ -100,6 +100,7 @@ class ShareCoordinator:
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         # the group config share.auto.offset.reset (default latest); a group need not exist yet
         self.offset_resets: dict[str, str] = {}
+        self.lock_durations: dict[str, int] = {}      # the group config share.record.lock.duration.ms
 
     # -- membership -------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
@@ -165,11 +166,16 @@ class ShareCoordinator:
             group.move(E)
         if not release:
             return []
+        return self.release_member(group.group_id, member_id).records
+
+    def release_member(self, group_id: str, member_id: str) -> ShareOutcome:
+        """The member's acquired records become available again (its share session closed,
+        or it left or expired); records: the snapshots of the share-partitions it held."""
         records = []
         for key, sp in self.partitions.items():
-            if key[0] == group.group_id and sp.release_member(member_id):
+            if key[0] == group_id and sp.release_member(member_id):
                 records.append(self._snapshot(key, sp))
-        return records
+        return ShareOutcome(records)
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -199,7 +205,7 @@ class ShareCoordinator:
         if sp is None:
             reset = self.offset_resets.get(group_id, "latest")
             start = log_start_offset if reset == "earliest" else high_watermark
-            sp = self.partitions[key] = SharePartition(self.config.limits, start)
+            sp = self.partitions[key] = SharePartition(self.limits(group_id), start)
             records.append(self._snapshot(key, sp))
         if sp.skip_to(log_start_offset):
             records.append(self._snapshot(key, sp))
@@ -234,6 +240,22 @@ class ShareCoordinator:
         return encode_key(SNAPSHOT_KEY, group_id, topic_id, partition), encode_snapshot(sp.state())
 
     # -- admin --------------------------------------------------------------------------
+    def limits(self, group_id: str) -> PartitionLimits:
+        duration = self.lock_durations.get(group_id)
+        return self.config.limits if duration is None else replace(self.config.limits,
+                                                                   record_lock_duration_ms=duration)
+
+    def set_lock_duration(self, group_id: str, duration_ms: int | None) -> None:
+        """Set (None: back to the broker's) the group's record lock duration; it applies to the
+        acquisitions from now on."""
+        if duration_ms is None:
+            self.lock_durations.pop(group_id, None)
+        else:
+            self.lock_durations[group_id] = duration_ms
+        for key, sp in self.partitions.items():
+            if key[0] == group_id:
+                sp.limits = self.limits(group_id)
+
     def set_offset_reset(self, group_id: str, value: str | None) -> None:
         """Set (None: back to the default, latest) the group's share.auto.offset.reset; it
         applies to the share-partitions initialized from now on."""
@@ -260,6 +282,7 @@ class ShareCoordinator:
         group.move(D)
         del self.groups[group_id]
         self.offset_resets.pop(group_id, None)
+        self.lock_durations.pop(group_id, None)
         records = []
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
@@ -277,7 +300,7 @@ class ShareCoordinator:
             return
         state = decode_value(k.kind, value)
         if k.kind == SNAPSHOT_KEY:
-            self.partitions[pkey] = SharePartition.from_state(self.config.limits, state)
+            self.partitions[pkey] = SharePartition.from_state(self.limits(k.group_id), state)
         elif pkey in self.partitions:
             sp = self.partitions[pkey]
             if state.start_offset >= 0:

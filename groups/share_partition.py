@@ -93,6 +93,9 @@ class SharePartition:
         self.state_epoch = state_epoch
         self.snapshot_epoch = 0
         self.records: dict[int, InFlight] = {}
+        # no lock ends before this (a lower bound: acknowledged records are not subtracted), so
+        # the timer's expire_locks is a comparison until then
+        self._earliest_deadline: int | None = None
 
     @classmethod
     def from_state(cls, limits: PartitionLimits, state: ShareState) -> "SharePartition":
@@ -140,9 +143,6 @@ class SharePartition:
         if self.speo < high_watermark and self.speo - self.spso < self.limits.max_record_locks:
             return self.speo
         return None
-
-    def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state is Q)
 
     # -- events -----------------------------------------------------------------------
     def skip_to(self, log_start_offset: int) -> bool:
@@ -192,6 +192,8 @@ class SharePartition:
         self._move(offset, rec, "acquire")
         rec.delivery_count += 1
         rec.member_id, rec.lock_deadline_ms = member_id, deadline
+        if self._earliest_deadline is None or deadline < self._earliest_deadline:
+            self._earliest_deadline = deadline
         taken.append((offset, rec.delivery_count))
 
     def acknowledge(self, member_id: str, first_offset: int, last_offset: int, types: list[int]) -> None:
@@ -220,7 +222,11 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> bool:
         """Acquisition locks past their deadline end: those records become available again."""
-        return self._release(lambda r: r.lock_deadline_ms <= now_ms, "expire")
+        if self._earliest_deadline is None or now_ms < self._earliest_deadline:
+            return False
+        changed = self._release(lambda r: r.lock_deadline_ms <= now_ms, "expire")
+        self._earliest_deadline = self.next_lock_deadline()
+        return changed
 
     def _release(self, which, event: str) -> bool:
         changed = False

@@ -2,9 +2,11 @@
 
 Kafka keeps dynamic group configs (KIP-848/KIP-932) in its metadata log and clients set
 them with IncrementalAlterConfigs on resource type GROUP (``kafka-configs --entity-type
-groups``, librdkafka's ``RD_KAFKA_RESOURCE_GROUP``).  kwire serves one of them so far:
+groups``, librdkafka's ``RD_KAFKA_RESOURCE_GROUP``).  kwire serves three of them so far:
 ``share.auto.offset.reset`` (``latest``, the default, or ``earliest``: where a share-partition
-starts when the group first reads it).  Any other group config is INVALID_CONFIG.
+starts when the group first reads it), ``share.isolation.level`` (``read_uncommitted``, the
+default, or ``read_committed``) and ``share.record.lock.duration.ms`` (within the broker's
+``group.share.min/max.record.lock.duration.ms``).  Any other group config is INVALID_CONFIG.
 
 Stored in ``<first log dir>/share-group-configs.json`` ({group: {name: value}}), replaced
 whole (``write_atomically``) off the Trio thread.
@@ -26,14 +28,32 @@ GROUP_CONFIGS = {
     "share.auto.offset.reset": ("latest", ("latest", "earliest"),
                                 "Where a share group starts reading a partition it has no state for: "
                                 "latest (the log end) or earliest (the log start)."),
+    "share.isolation.level": ("read_uncommitted", ("read_uncommitted", "read_committed"),
+                              "read_committed: deliver only committed transactional records (up to the last "
+                              "stable offset; aborted ones are archived); read_uncommitted: every record."),
 }
 
 
+INT_TYPE = 3
+LOCK_DURATION = "share.record.lock.duration.ms"
+
+
 class GroupConfigs:
-    def __init__(self, log_dir: str, on_change):
+    """``broker_config``: the broker's config, for the lock duration's default and bounds
+    (``group.share.record.lock.duration.ms`` and its min/max keys)."""
+
+    def __init__(self, log_dir: str, on_change, broker_config=None):
         self.path = os.path.join(log_dir, FILE_NAME)
         self.on_change = on_change             # (group_id, name, value | None)
         self.configs: dict[str, dict[str, str]] = {}
+        self.specs = dict(GROUP_CONFIGS)
+        if broker_config is not None:
+            v = broker_config.value_of
+            low, high = v("group.share.min.record.lock.duration.ms"), v("group.share.max.record.lock.duration.ms")
+            self.specs[LOCK_DURATION] = (
+                str(v("group.share.record.lock.duration.ms")), _int_between(low, high),
+                f"How long a member holds the records it acquired, from {low} to {high} ms "
+                "(group.share.min/max.record.lock.duration.ms).")
 
     def load(self) -> None:
         try:
@@ -49,13 +69,14 @@ class GroupConfigs:
         """DescribeConfigs entries of ``group_id`` (``keys`` None: all)."""
         current = self.configs.get(group_id, {})
         out = []
-        for name, (default, _allowed, doc) in GROUP_CONFIGS.items():
+        for name, (default, allowed, doc) in self.specs.items():
             if keys and name not in keys:
                 continue
             set_ = name in current
             out.append({"name": name, "value": current.get(name, default), "read_only": False,
                         "is_default": not set_, "config_source": GROUP_CONFIG_SOURCE if set_ else DEFAULT_CONFIG_SOURCE,
-                        "is_sensitive": False, "synonyms": [], "config_type": STRING_TYPE, "documentation": doc})
+                        "is_sensitive": False, "synonyms": [], "documentation": doc,
+                        "config_type": INT_TYPE if isinstance(allowed, _int_between) else STRING_TYPE})
         return out
 
     async def alter(self, group_id: str, ops, incremental: bool, validate_only: bool) -> None:
@@ -75,7 +96,7 @@ class GroupConfigs:
             else:
                 raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Operation {op} is not supported for {name}")
         for name, value in new.items():
-            spec = GROUP_CONFIGS.get(name)
+            spec = self.specs.get(name)
             if spec is None:
                 raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
             if value not in spec[1]:
@@ -90,5 +111,21 @@ class GroupConfigs:
             configs.pop(group_id, None)
         await run_blocking(write_atomically, self.path, json.dumps(configs))
         self.configs = configs
-        for name in GROUP_CONFIGS:
+        for name in self.specs:
             self.on_change(group_id, name, new.get(name))
+
+
+class _int_between:
+    """Allowed values of an INT group config: ``value in _int_between(lo, hi)``."""
+
+    def __init__(self, low: int, high: int):
+        self.low, self.high = low, high
+
+    def __contains__(self, value) -> bool:
+        try:
+            return self.low <= int(value) <= self.high
+        except (TypeError, ValueError):
+            return False
+
+    def __repr__(self) -> str:
+        return f"[{self.low}, {self.high}]"

@@ -45,11 +45,14 @@ SHARE_STATE_TOPIC = "__share_group_state"
 TICK_S = 0.1
 FINAL_EPOCH = -1
 # Record batch v2 header: base_offset int64 @0, batch_length int32 @8, attributes int16 @21,
-# last_offset_delta int32 @23.  Control batches (attribute bit 5) are transaction markers.
+# last_offset_delta int32 @23, producer_id int64 @43.  Control batches (attribute bit 5) are
+# transaction markers; bit 4 marks a transactional batch.
 BATCH_HEAD = struct.Struct(">qi")
 ATTRIBUTES = struct.Struct(">h")
 LAST_DELTA = struct.Struct(">i")
 CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+PRODUCER_ID = struct.Struct(">q")             # @43
 
 
 def enabled(config) -> bool:
@@ -74,10 +77,35 @@ def batch_bounds(data: bytes) -> list[tuple[int, int, bool, int]]:
     return out
 
 
+def aborted_batches(data: bytes, bounds, aborted: list[tuple[int, int]]) -> set[int]:
+    """Base offsets of the batches in ``data`` that belong to an aborted transaction
+    (``aborted``: (producer_id, first_offset), as Fetch lists them), found as a read_committed
+    client does: a producer's transactional batches from its first offset until its marker."""
+    if not aborted:
+        return set()
+    pending = sorted(aborted, key=lambda a: a[1])
+    open_aborted: set[int] = set()
+    out = set()
+    pos = 0
+    for base, _last, control, end in bounds:
+        while pending and pending[0][1] <= base:
+            open_aborted.add(pending.pop(0)[0])
+        attributes = ATTRIBUTES.unpack_from(data, pos + 21)[0]
+        producer_id = PRODUCER_ID.unpack_from(data, pos + 43)[0]
+        if producer_id in open_aborted and attributes & TRANSACTIONAL_BIT:
+            if control:
+                open_aborted.discard(producer_id)      # its ABORT marker ends the aborted range
+            else:
+                out.add(base)
+        pos = end
+    return out
+
+
 @dataclass
 class ShareSession:
     epoch: int                                   # the next epoch expected
     partitions: set = field(default_factory=set)  # (topic_id, partition)
+    rotation: int = 0                            # where the next fetch starts among them
 
 
 class ShareService:
@@ -96,7 +124,8 @@ class ShareService:
             limits=PartitionLimits(self.lock_duration_ms, v("group.share.delivery.count.limit"),
                                    v("group.share.partition.max.record.locks"))))
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed)
+        self.read_committed: set[str] = set()         # groups with share.isolation.level=read_committed
+        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed, config)
         self._changed = trio.Event()           # records became available again
         self._lock = trio.Lock()                # one outcome's append at a time, in order
 
@@ -116,6 +145,10 @@ class ShareService:
     def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
         if name == "share.auto.offset.reset":
             self.coordinator.set_offset_reset(group_id, value)
+        elif name == "share.record.lock.duration.ms":
+            self.coordinator.set_lock_duration(group_id, None if value is None else int(value))
+        elif name == "share.isolation.level":
+            (self.read_committed.add if value == "read_committed" else self.read_committed.discard)(group_id)
 
     def replay(self) -> int:
         """Load the group configs and replay ``__share_group_state``; returns the record count."""
@@ -179,8 +212,10 @@ class ShareService:
         return outcome.result
 
     # -- sessions -------------------------------------------------------------------------
-    def _session(self, group_id: str, member_id: str, epoch: int, topics, forgotten) -> ShareSession | None:
-        """The session of this request (None for a closing one); raises KafkaApiError."""
+    def check_session(self, group_id: str, member_id: str, epoch: int, topics, forgotten) -> ShareSession | None:
+        """The share session of this request, updated with its ``topics`` and ``forgotten``
+        ((topic_id, [partitions]) each); None for a closing one (epoch -1).  Raises
+        KafkaApiError(UNKNOWN_MEMBER_ID | SHARE_SESSION_NOT_FOUND | INVALID_SHARE_SESSION_EPOCH)."""
         key = (group_id, member_id)
         if epoch == 0:
             if not self.coordinator.is_member(group_id, member_id):
@@ -205,9 +240,6 @@ class ShareService:
             session.partitions.difference_update((topic_id, p) for p in partitions)
         return session
 
-    def check_session(self, group_id: str, member_id: str, epoch: int, topics, forgotten):
-        return self._session(group_id, member_id, epoch, topics, forgotten)
-
     # -- acknowledgements -------------------------------------------------------------------
     async def acknowledge(self, group_id: str, member_id: str,
                           acks: dict[tuple[uuid.UUID, int], list]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
@@ -225,11 +257,7 @@ class ShareService:
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """A share session closed: the member's acquired records are available again."""
-        records = []
-        for key, sp in self.coordinator.partitions.items():
-            if key[0] == group_id and sp.release_member(member_id):
-                records.append(self.coordinator._snapshot(key, sp))
-        await self._apply(records)
+        await self._apply(self.coordinator.release_member(group_id, member_id).records)
 
     # -- fetching -----------------------------------------------------------------------------
     async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
@@ -247,13 +275,18 @@ class ShareService:
         if outcome.records:
             await self._apply(outcome.records)
         sp = outcome.result
-        offset = sp.fetch_offset(plog.high_watermark)
-        if offset is None:
+        committed = group_id in self.read_committed
+        upper = plog.last_stable_offset if committed else plog.high_watermark
+        offset = sp.fetch_offset(upper)
+        if offset is None or offset >= upper:
             return b"", []
-        data = plog.read_slices(offset, max_bytes, min_one_batch=True).to_bytes()
+        data = plog.read_slices(offset, max_bytes, min_one_batch=True, max_offset=upper).to_bytes()
         bounds = batch_bounds(data)
+        skip = aborted_batches(data, bounds, plog.aborted_transactions(offset, upper)) if committed else set()
+        # a control batch, or (read_committed) an aborted transaction's batch: archived, never delivered
         ranges = self.coordinator.acquire(group_id, member_id, topic_id, partition,
-                                          [(b, l, c) for b, l, c, _ in bounds], max_records, self.clock.now_ms())
+                                          [(b, l, c or b in skip) for b, l, c, _ in bounds], max_records,
+                                          self.clock.now_ms())
         logger.debug("share fetch %s %s-%d from %d (hw %d): batches %s acquired %s", group_id, topic.name, partition,
                      offset, plog.high_watermark, [(b, l, c) for b, l, c, _ in bounds], ranges)
         if not ranges:

@@ -123,8 +123,8 @@ def _leader(ctx, topic_id, partition) -> dict:
 @handles(78, 1, 1, enabled=enabled)
 async def handle_share_fetch(ctx, request):
     shares = service(ctx)
-    base = {"throttle_time_ms": 0, "acquisition_lock_timeout_ms": shares.lock_duration_ms, "responses": [],
-            "node_endpoints": []}
+    base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": [],
+            "acquisition_lock_timeout_ms": shares.coordinator.limits(request.group_id or "").record_lock_duration_ms}
     requested = [(_uuid(t.topic_id), [p.partition_index for p in t.partitions]) for t in request.topics or ()]
     forgotten = [(_uuid(t.topic_id), list(t.partitions)) for t in request.forgotten_topics_data or ()]
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
@@ -156,7 +156,7 @@ async def handle_share_fetch(ctx, request):
         e["error_code"] = e["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if session is None:                      # closing: acknowledge only, release the rest
         await shares.release_member(group_id, member_id)
-    elif request.max_records != 0:
+    elif request.max_records != 0 and not (refused and all(k[0] in refused for k in session.partitions)):
         max_wait = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
         deadline = trio.current_time() + max_wait / 1000
         while True:
@@ -189,7 +189,11 @@ async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry,
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     max_records = request.max_records if request.max_records > 0 else 500
     got = False
-    for topic_id, partition in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+    ordered = sorted(session.partitions, key=lambda k: (str(k[0]), k[1]))
+    if ordered:                     # each fetch starts one partition further: none starves the rest
+        session.rotation = (session.rotation + 1) % len(ordered)
+        ordered = ordered[session.rotation:] + ordered[:session.rotation]
+    for topic_id, partition in ordered:
         if topic_id in refused:
             continue
         try:

@@ -102,3 +102,17 @@ def test_a_member_leaving_with_its_share_session_open_keeps_its_records_for_the_
     assert sp.fetch_offset(4) is None                      # still held: the close's acks settle them
     assert c.acknowledge("g", "a", TID, 0, [(0, 3, [AckType.ACCEPT])]).result == ErrorCode.NONE
     assert sp.spso == 4
+
+
+def test_a_group_lock_duration_applies_to_the_acquisitions_after_it():
+    c = ShareCoordinator(CONFIG)
+    join(c, "a")
+    c.set_offset_reset("g", "earliest")
+    sp = c.share_partition("g", TID, 0, 0, 4).result
+    c.acquire("g", "a", TID, 0, [(0, 1)], 500, 0)
+    c.set_lock_duration("g", 5000)
+    assert c.limits("g").record_lock_duration_ms == 5000 and c.limits("other").record_lock_duration_ms == 500
+    c.acquire("g", "a", TID, 0, [(2, 3)], 500, 0)
+    assert [sp.records[o].lock_deadline_ms for o in range(4)] == [500, 500, 5000, 5000]
+    c.set_lock_duration("g", None)
+    assert sp.limits.record_lock_duration_ms == 500

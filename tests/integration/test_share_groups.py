@@ -44,11 +44,14 @@ def new_topic(bootstrap: str, partitions: int = 1) -> str:
     return name
 
 
-def earliest(bootstrap: str, group: str) -> None:
-    """share.auto.offset.reset=earliest on the group (IncrementalAlterConfigs, resource GROUP)."""
+def earliest(bootstrap: str, group: str, isolation: str | None = None) -> None:
+    """share.auto.offset.reset=earliest on the group (IncrementalAlterConfigs, resource GROUP),
+    and share.isolation.level if given."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    entries = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    if isolation is not None:
+        entries.append(ConfigEntry("share.isolation.level", isolation, incremental_operation=AlterConfigOpType.SET))
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(10)
 
@@ -236,13 +239,15 @@ def test_admin_lists_describes_and_deletes_a_share_group(share_broker):
     assert group not in [g.group_id for g in listed.groups]
 
 
-def test_transaction_markers_are_never_delivered_and_never_stall_the_queue(share_broker):
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_transaction_markers_are_never_delivered_and_never_stall_the_queue(share_broker, isolation):
     """Control batches are archived by the broker, not acquired: with a 1 s lock, a marker
-    left acquired would come back again and again.  share.isolation.level is Kafka's
-    default, read_uncommitted: the aborted transaction's records are delivered too."""
+    left acquired would come back again and again.  With share.isolation.level at Kafka's
+    default, read_uncommitted, the aborted transaction's records are delivered too; with
+    read_committed they are archived."""
     bootstrap, group = share_broker.bootstrap, f"g-{uuid.uuid4().hex[:6]}"
     topic = new_topic(bootstrap)
-    earliest(bootstrap, group)
+    earliest(bootstrap, group, isolation)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{group}"})
     producer.init_transactions(10)
     for commit in (True, False, True):
@@ -254,14 +259,14 @@ def test_transaction_markers_are_never_delivered_and_never_stall_the_queue(share
     consumer = share_consumer(bootstrap, group, topic)
     got: list[tuple[int, int]] = []
     try:
-        poll_until({"c": consumer}, lambda: len(got) >= 15,
+        poll_until({"c": consumer}, lambda: len(got) >= (10 if isolation == "read_committed" else 15),
                    on_message=lambda _n, _c, msg: got.append((msg.offset(), msg.delivery_count())))
         poll_until({"c": consumer}, lambda: False, timeout=2.5,
                    on_message=lambda _n, _c, msg: got.append((msg.offset(), msg.delivery_count())))
     finally:
         consumer.close()
-    assert len(got) == 15 and {count for _, count in got} == {1}, str(got)
-    assert len({offset for offset, _ in got}) == 15
+    expected = list(range(0, 5)) + list(range(12, 17)) + ([] if isolation == "read_committed" else list(range(6, 11)))
+    assert sorted(got) == [(offset, 1) for offset in sorted(expected)], str(got)
 
 
 def test_the_group_config_and_the_share_state_survive_a_broker_kill(tmp_path):
@@ -306,3 +311,22 @@ def test_a_running_share_consumer_carries_on_across_a_broker_kill(tmp_path):
         finally:
             consumer.close()
     assert sorted(got) == list(range(10))
+
+
+def test_two_share_consumers_on_three_partitions_get_every_record_once(share_broker):
+    bootstrap, group = share_broker.bootstrap, f"g-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(bootstrap, partitions=3)
+    earliest(bootstrap, group)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(10) == 0
+    consumers = {name: share_consumer(bootstrap, group, topic, **{"max.poll.records": 20}) for name in "ab"}
+    seen: list[tuple[int, int]] = []
+    try:
+        poll_until(consumers, lambda: len(seen) >= 300,
+                   on_message=lambda _n, _c, msg: seen.append((msg.partition(), msg.offset())))
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    assert sorted(seen) == sorted((p, o) for p in range(3) for o in range(100))
