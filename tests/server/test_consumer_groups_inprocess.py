@@ -63,6 +63,8 @@ def test_the_consumer_group_apis_need_read_and_describe_on_the_group():
         member = group["members"][0]
         assert member["assignment"]["topic_partitions"][0]["topic_name"] == "t"
         assert group["authorized_operations"] == (1 << Op.READ) | (1 << Op.DESCRIBE)     # Kafka's bit field
+        both = (await call(broker, 69, 0, group_ids=["g", "other"], include_authorized_operations=False))["groups"]
+        assert [(g["group_id"], g["error_code"]) for g in both] == [("other", 30), ("g", 0)]     # denied first
     run(scenario)
 
 
