@@ -22,7 +22,7 @@ from .config_def import (  # noqa: F401
     host_port, invalid, one_of, parse_value, split_host_port, split_list, subset_of,
 )
 from .properties import parse_overrides, parse_properties  # noqa: F401
-from .group_protocol_config import GROUP_PROTOCOL_KEYS
+from .group_protocol_config import GROUP_PROTOCOL_KEYS, check_consumer_group_ranges
 from .security_config import SECURITY_KEYS, SERVED_PROTOCOLS, is_listener_override
 
 
@@ -527,6 +527,7 @@ def broker_config_from_properties(props: Mapping[str, str],
     for name in originals:
         if name not in BROKER_KEYS and not is_listener_override(name):
             warnings.append(f"unknown configuration {name!r} was supplied but is not a known config; ignored")
+    check_consumer_group_ranges(values)
     listeners, advertised = _resolve_listeners(values, notes)
     inter_broker = _inter_broker_listener(values, originals, advertised, notes)
     return BrokerConfig(

@@ -12,7 +12,7 @@ ShareCoordinatorConfig), with two kwire choices, said in each key's doc:
 """
 from __future__ import annotations
 
-from .config_def import ConfigKey, ConfigType as T, at_least, between, one_of, subset_of
+from .config_def import ConfigError, ConfigKey, ConfigType as T, at_least, between, one_of, subset_of
 
 INT_MAX = 2147483647
 REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
@@ -91,3 +91,22 @@ GROUP_PROTOCOL_KEYS: list[ConfigKey] = [
     ConfigKey("share.coordinator.state.topic.segment.bytes", T.INT, 104857600,
               "Segment size of __share_group_state.", at_least(1)),
 ]
+
+
+def check_consumer_group_ranges(values) -> None:
+    """Kafka's GroupCoordinatorConfig requirements between the group.consumer.* keys (the broker
+    does not start otherwise).  Raises ConfigError."""
+    p = "group.consumer."
+    v = {k[len(p):]: values[k] for k in values if k.startswith(p)}
+    checks = [("max.heartbeat.interval.ms", ">=", "min.heartbeat.interval.ms"),
+              ("heartbeat.interval.ms", ">=", "min.heartbeat.interval.ms"),
+              ("heartbeat.interval.ms", "<=", "max.heartbeat.interval.ms"),
+              ("max.session.timeout.ms", ">=", "min.session.timeout.ms"),
+              ("session.timeout.ms", ">=", "min.session.timeout.ms"),
+              ("session.timeout.ms", "<=", "max.session.timeout.ms"),
+              ("heartbeat.interval.ms", "<", "session.timeout.ms")]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    ok = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "<": lambda a, b: a < b}
+    for left, op, right in checks:
+        if not ok[op](v[left], v[right]):
+            raise ConfigError(f"{p}{left} must be {words[op]} {p}{right}")

@@ -404,7 +404,11 @@ class ConsumerGroupsMixin:
                 self._delete_consumer_group(fx, group)
 
     # -- describe, list, delete ------------------------------------------------------------
-    def consumer_group_describe(self, group_id: str, topic_names: dict[uuid.UUID, str]) -> ConsumerGroupDescription:
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a KIP-848 consumer group (not a classic one)."""
+        return group_id in self._consumer_groups
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe of one group; reads only."""
         group = self._consumer_groups.get(group_id)
         if group is None:

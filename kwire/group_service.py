@@ -231,12 +231,12 @@ class GroupService:
             request, self.topic_metadata(), now))
 
     def is_consumer_group(self, group_id: str) -> bool:
-        return group_id in self.coordinator._consumer_groups
+        return self.coordinator.is_consumer_group(group_id)
 
     def consumer_describe(self, group_id: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe of one group.  Raises KafkaApiError(NOT_COORDINATOR)."""
         self.check_owner(group_id)
-        return self.coordinator.consumer_group_describe(group_id, {})
+        return self.coordinator.consumer_group_describe(group_id)
 
     async def _call(self, call):
         """Run one coordinator call at the current time, apply its outcome, return its result."""

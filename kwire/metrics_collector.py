@@ -220,7 +220,7 @@ def consumer_group_families(broker):
     member_counts = {group_id: len(coordinator.describe_group(group_id).members)
                      for group_id, _protocol_type, _state in coordinator.list_groups(None)}
     for group_id, _state in coordinator.list_consumer_groups(None):      # KIP-848 groups
-        member_counts[group_id] = len(coordinator.consumer_group_describe(group_id, {}).members)
+        member_counts[group_id] = len(coordinator.consumer_group_describe(group_id).members)
     for group_id, count in sorted(member_counts.items()):
         members.add_metric([group_id], count)
         committed: dict[str, dict[int, int]] = {}

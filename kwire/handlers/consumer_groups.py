@@ -4,10 +4,10 @@ Served only when ``group.coordinator.rebalance.protocols`` lists ``consumer`` (o
 neither advertised nor accepted).  Each maps wire fields to one call of the broker's
 ``GroupService`` (the sans-I/O rules are in ``kwire.groups.consumer_coordinator``).
 
-ACLs as Kafka's KafkaApis: ConsumerGroupHeartbeat needs READ on the group;
-ConsumerGroupDescribe DESCRIBE per group (GROUP_AUTHORIZATION_FAILED for a denied one).
-Kafka 4.x also checks DESCRIBE on the subscribed topics (KIP-848's topic authorization);
-kwire does not.
+ACLs as Kafka's KafkaApis (late 2024): ConsumerGroupHeartbeat needs READ on the group;
+ConsumerGroupDescribe DESCRIBE per group (a denied group is GROUP_AUTHORIZATION_FAILED and
+listed first), with include_authorized_operations the group's bit field of allowed
+operations (all supported ones without an authorizer).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.results import ConsumerHeartbeat
 
 from ..registry import handles
-from .authz_groups import DESCRIBE, GROUP, READ, acls_on, denied
+from . import authz
+from .authz_groups import DESCRIBE, GROUP, READ, denied
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 UNKNOWN_OPERATIONS = -2147483648
@@ -62,8 +63,6 @@ def _assignment(a: dict, names: dict) -> dict:
 def _described(ctx, group_id: str, with_operations: bool) -> dict:
     empty = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
              "assignor_name": "", "members": [], "authorized_operations": UNKNOWN_OPERATIONS}
-    if denied(ctx, DESCRIBE, GROUP, group_id):
-        return dict(empty, error_code=GROUP_DENIED, error_message=None)
     try:
         d = ctx.broker.groups.consumer_describe(group_id)
     except KafkaApiError as e:
@@ -80,12 +79,16 @@ def _described(ctx, group_id: str, with_operations: bool) -> dict:
                          "assignment": _assignment(m.assignment, names),
                          "target_assignment": _assignment(m.target_assignment, names),
                          "member_type": MEMBER_TYPE_CONSUMER} for m in d.members],
-            # an int32 bit field here (DescribeGroups' is a bitfield type in kafka-python's spec)
-            "authorized_operations": ctx.broker.acls.authorizer.authorized_operations(
-                ctx.principal, ctx.host, GROUP, group_id) if with_operations else UNKNOWN_OPERATIONS}
+            "authorized_operations": authz.operations(ctx, GROUP, group_id) if with_operations
+            else UNKNOWN_OPERATIONS}
 
 
 @handles(69, 0, 1, enabled=consumer_protocol_enabled)
 async def handle_consumer_group_describe(ctx, request):
-    with_operations = bool(acls_on(ctx) and request.include_authorized_operations)
-    return {"throttle_time_ms": 0, "groups": [_described(ctx, g, with_operations) for g in request.group_ids]}
+    denied_groups = [g for g in request.group_ids if denied(ctx, DESCRIBE, GROUP, g)]
+    refused = [{"error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "",
+                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                "authorized_operations": UNKNOWN_OPERATIONS} for g in denied_groups]
+    return {"throttle_time_ms": 0, "groups": refused + [
+        _described(ctx, g, bool(request.include_authorized_operations)) for g in request.group_ids
+        if g not in denied_groups]}

@@ -259,7 +259,7 @@ def test_delete_only_when_empty_and_tombstones():
     out = d.c.delete_groups(["g"], 0)
     assert out.result == [E.NONE]
     assert sum(1 for r in out.records if r.value is None) == 4        # 6, 4, 3 and the offset
-    assert d.c.consumer_group_describe("g", {}).error is E.GROUP_ID_NOT_FOUND
+    assert d.c.consumer_group_describe("g").error is E.GROUP_ID_NOT_FOUND
 
 
 def test_replay_rebuilds_the_group():

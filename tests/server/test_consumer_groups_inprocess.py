@@ -63,6 +63,8 @@ def test_the_consumer_group_apis_need_read_and_describe_on_the_group():
         member = group["members"][0]
         assert member["assignment"]["topic_partitions"][0]["topic_name"] == "t"
         assert group["authorized_operations"] == (1 << Op.READ) | (1 << Op.DESCRIBE)     # Kafka's bit field
+        both = (await call(broker, 69, 0, group_ids=["g", "other"], include_authorized_operations=False))["groups"]
+        assert [(g["group_id"], g["error_code"]) for g in both] == [("other", 30), ("g", 0)]     # denied first
     run(scenario)
 
 
@@ -79,3 +81,17 @@ def test_the_first_configured_assignor_is_the_default_and_class_names_are_accept
     run_with(check, broker_in_process(
         {"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"},
         topics={"t": 2}))
+
+
+def test_the_consumer_group_timeouts_must_fit_their_ranges():
+    import pytest
+
+    from kwire.admin.broker_config import ConfigError, broker_config_from_properties
+    broker_config_from_properties({})                                      # Kafka's defaults fit
+    with pytest.raises(ConfigError, match="session.timeout.ms must be greater than or equal to "
+                                          "group.consumer.min.session.timeout.ms"):
+        broker_config_from_properties({"group.consumer.session.timeout.ms": "6000"})
+    with pytest.raises(ConfigError, match="heartbeat.interval.ms must be less than group.consumer.session"):
+        broker_config_from_properties({"group.consumer.session.timeout.ms": "45000",
+                                       "group.consumer.heartbeat.interval.ms": "45000",
+                                       "group.consumer.max.heartbeat.interval.ms": "60000"})
