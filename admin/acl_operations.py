@@ -217,6 +217,8 @@ API_ACLS: dict[int, tuple[AclCheck, ...]] = {
          AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
     79: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # ShareAcknowledge
          AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
+    90: (AclCheck(Op.DESCRIBE, R.GROUP, _GROUP_E, D.ENTRY),  # DescribeShareGroupOffsets
+         AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.ENTRY)),
 }
 
 

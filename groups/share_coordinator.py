@@ -264,6 +264,10 @@ class ShareCoordinator:
         else:
             self.offset_resets[group_id] = value
 
+    def start_offsets(self, group_id: str) -> dict:
+        """{(topic id, partition): SharePartition} of the group's initialized share-partitions."""
+        return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
+
     def describe(self, group_id: str) -> ShareGroup | None:
         group = self.groups.get(group_id)
         return None if group is None or group.state is D else group

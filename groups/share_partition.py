@@ -270,3 +270,11 @@ def _ranges(taken: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
         else:
             out.append([offset, offset, count])
     return [tuple(r) for r in out]
+
+
+def share_lag(sp: SharePartition, high_watermark: int) -> int:
+    """Records of the log not yet delivery-complete for the group (Kafka's share-partition lag,
+    KIP-1226): those from the start offset up to the high watermark, less the ones already
+    acknowledged or archived above the start offset."""
+    done = sum(1 for offset, rec in sp.records.items() if offset < high_watermark and rec.state in TERMINAL)
+    return max(0, high_watermark - sp.spso - done)
