@@ -29,6 +29,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
                      print_table, progress, run)
 from .group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets, tp_name
+from .group_types import consumer_group_members, describe_share_offsets, group_types
 
 COMMANDS = ("list", "describe", "reset-offsets", "delete", "delete-offsets")
 KAFKA_ACTIONS = {f"--{c}": c for c in COMMANDS}      # kafka-consumer-groups.sh --describe ...
@@ -185,10 +186,10 @@ def cmd_list(admin, args) -> int:
     wanted = args.states
     groups = sorted((g for g in admin.list_groups() if wanted is None or g["group_state"] in wanted),
                     key=lambda g: g["group_id"])
-    document = [{"group": g["group_id"], "state": g["group_state"], "protocol_type": g["protocol_type"]}
-                for g in groups]
-    emit(args, document, ["GROUP", "STATE", "PROTOCOL-TYPE"],
-         [[d["group"], d["state"], d["protocol_type"] or None] for d in document])
+    document = [{"group": g["group_id"], "type": g.get("group_type") or "classic", "state": g["group_state"],
+                 "protocol_type": g["protocol_type"]} for g in groups]
+    emit(args, document, ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
+         [[d["group"], d["type"], d["state"], d["protocol_type"] or None] for d in document])
     return 0
 
 
@@ -201,7 +202,14 @@ _OFFSET_KEYS = ["group", "topic", "partition", "current_offset", "log_end_offset
 
 def cmd_describe(admin, args) -> int:
     group_ids = _group_ids(admin, args)
-    groups = _describe(admin, group_ids)
+    types = group_types(admin)
+    groups = _describe(admin, [g for g in group_ids if types.get(g) != "consumer"])
+    for group_id in group_ids:         # KIP-848 groups: DescribeGroups does not describe them
+        if types.get(group_id) == "consumer":
+            state, members = consumer_group_members(admin, group_id)
+            groups[group_id] = Group(group_id, state, "consumer", "", [
+                Member(m["consumer_id"], m["group_instance_id"], m["host"], m["client_id"], m["assignment"])
+                for m in members])
     brokers = {b["broker_id"]: b for b in admin.describe_cluster()["brokers"]} if args.state else {}
     document, missing = [], False
     for group_id in sorted(group_ids):
@@ -211,6 +219,8 @@ def cmd_describe(admin, args) -> int:
         if not shown:
             document.append({"group": group_id, "state": group.state,
                              "error": f"Consumer group '{group_id}' does not exist."})
+        elif types.get(group_id) == "share" and not (args.members or args.state):
+            document.append(describe_share_offsets(admin, group_id, args))
         elif args.members:
             document.append(_describe_members(group, args))
         elif args.state:

@@ -124,7 +124,7 @@ def test_describe_shows_offsets_lag_and_members_while_consuming_and_after(broker
     assert json.loads(out) == [{"group": group, "coordinator": {"id": 1, "host": "127.0.0.1", "port": broker.port},
                                 "assignment_strategy": "range", "state": "Stable", "members": 1}]
     code, out, _ = groups("list", "--output", "json")
-    assert {"group": group, "state": "Stable", "protocol_type": "consumer"} in json.loads(out)
+    assert {"group": group, "type": "classic", "state": "Stable", "protocol_type": "consumer"} in json.loads(out)
     assert group not in groups("list", "--state", "empty")[1]
 
     consumer.close()
@@ -140,7 +140,7 @@ def test_describe_shows_offsets_lag_and_members_while_consuming_and_after(broker
         for t, p, c, e in ((other, 0, 1, 3), (topic, 0, 4, 10), (topic, 1, 15, 20))]}]
     code, out, _ = groups("describe", "--group", group, "--members")
     assert rows(out) == []
-    assert [group, "Empty", "consumer"] in rows(groups("list", "--state", "empty")[1])
+    assert [group, "classic", "Empty", "consumer"] in rows(groups("list", "--state", "empty")[1])
 
     code, out, err = groups("describe", "--group", "no-such-group")
     assert code == 1 and out == "" and err.strip() == "Error: Consumer group 'no-such-group' does not exist."
@@ -299,4 +299,4 @@ def test_runs_as_a_module(broker):
     done = subprocess.run([sys.executable, "-m", "kwire.tools.groups", "list", "--bootstrap-server",
                            broker.bootstrap, "--output", "json"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert {"group": group, "state": "Empty", "protocol_type": ""} in json.loads(done.stdout)   # commits only
+    assert {"group": group, "type": "classic", "state": "Empty", "protocol_type": ""} in json.loads(done.stdout)   # commits only
