@@ -11,7 +11,6 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 import kwire.testing
-from kwire.tools.groups import main
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 
@@ -21,17 +20,6 @@ def broker():
     with kwire.testing.broker(properties={"group.consumer.min.heartbeat.interval.ms": 500,
                                           "group.consumer.heartbeat.interval.ms": 500}) as b:
         yield b
-
-
-@pytest.fixture
-def groups(broker, capsys):
-    """groups("describe", "--group", g) -> (exit code, stdout, stderr)."""
-    def call(*argv):
-        capsys.readouterr()
-        code = main([*argv, "--bootstrap-server", broker.bootstrap])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 def name(prefix: str) -> str:

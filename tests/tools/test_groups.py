@@ -15,7 +15,6 @@ from kafka.structs import OffsetAndMetadata
 
 import kwire.testing
 import kwire.tools.groups
-from kwire.tools.groups import main
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 
@@ -26,17 +25,6 @@ T0 = 1704067200000          # 2024-01-01T00:00:00Z
 def broker():
     with kwire.testing.broker(partitions=3) as b:
         yield b
-
-
-@pytest.fixture
-def groups(broker, capsys):
-    """groups("describe", "--group", g) -> (exit code, stdout, stderr)."""
-    def call(*argv):
-        capsys.readouterr()
-        code = main([*argv, "--bootstrap-server", broker.bootstrap])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 def name(prefix):
