@@ -32,6 +32,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from kwire.codecs.messages import uvarint
+
 SNAPSHOT_KEY = 0
 UPDATE_KEY = 1
 VALUE_VERSION = 0
@@ -81,15 +83,6 @@ def _string(s: str) -> bytes:
     return INT16.pack(len(data)) + data
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_key(kind: int, group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
     return INT16.pack(kind) + _string(group_id) + topic_id.bytes + INT32.pack(partition)
 
@@ -107,7 +100,7 @@ def encode_update(state: ShareState) -> bytes:
 
 
 def _batches(batches) -> bytes:
-    return _uvarint(len(batches) + 1) + b"".join(
+    return uvarint(len(batches) + 1) + b"".join(
         BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) + b"\x00" for b in batches)
 
 
