@@ -239,6 +239,20 @@ class ShareCoordinator:
         group_id, topic_id, partition = key
         return encode_key(SNAPSHOT_KEY, group_id, topic_id, partition), encode_snapshot(sp.state())
 
+    # -- cluster mode: what follows leadership ------------------------------------------
+    def load_partition(self, key: tuple[str, uuid.UUID, int], state) -> None:
+        """Install a share-partition's persisted state (its share coordinator's), read by a
+        new leader of the partition: records acquired before are available again."""
+        self.partitions[key] = SharePartition.from_state(self.limits(key[0]), state)
+
+    def unload_partition(self, key: tuple[str, uuid.UUID, int]) -> None:
+        """Forget a share-partition whose partition another broker leads now."""
+        self.partitions.pop(key, None)
+
+    def unload_group(self, group_id: str) -> None:
+        """Forget a group (its members) another broker coordinates now; its members rejoin there."""
+        self.groups.pop(group_id, None)
+
     # -- admin --------------------------------------------------------------------------
     def limits(self, group_id: str) -> PartitionLimits:
         duration = self.lock_durations.get(group_id)

@@ -116,3 +116,21 @@ def test_a_group_lock_duration_applies_to_the_acquisitions_after_it():
     assert [sp.records[o].lock_deadline_ms for o in range(4)] == [500, 500, 5000, 5000]
     c.set_lock_duration("g", None)
     assert sp.limits.record_lock_duration_ms == 500
+
+
+def test_a_new_leader_loads_the_persisted_state_and_an_old_one_unloads_it():
+    old = ShareCoordinator(CONFIG)
+    join(old, "a")
+    old.set_offset_reset("g", "earliest")
+    old.share_partition("g", TID, 0, 0, 10)
+    old.acquire("g", "a", TID, 0, [(0, 9)], 500, 0)
+    old.acknowledge("g", "a", TID, 0, [(0, 3, [AckType.ACCEPT])])
+    persisted = old.partitions[("g", TID, 0)].state()
+    old.unload_partition(("g", TID, 0))                     # leadership moved away
+    assert ("g", TID, 0) not in old.partitions
+    old.unload_group("g")
+    assert old.describe("g") is None
+    new = ShareCoordinator(CONFIG)
+    new.load_partition(("g", TID, 0), persisted)
+    assert new.partitions[("g", TID, 0)].fetch_offset(10) == 4   # 4-9 acquired only: available again
+    assert new.list_groups() == [], "loading a share-partition does not make a group"
