@@ -40,7 +40,7 @@ def share_consumer(bootstrap: str, group: str, topic: str, **conf) -> ShareConsu
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     for i in range(start, start + n):
         producer.produce(topic, value=f"v{i}".encode(), partition=i % partitions)
     assert producer.flush(30) == 0
@@ -87,3 +87,125 @@ def test_share_consumers_on_three_brokers_get_every_record_once(cluster_factory)
     assert sorted(counts) == sorted((p, o) for p in range(3) for o in range(200))
     assert set(counts.values()) == {1}, "implicit acknowledgement: each record delivered once"
     assert len({name for name, _, _ in deliveries}) >= 2, Counter(name for name, _, _ in deliveries)
+
+
+def topic_id(zookeeper_connect: str, topic: str) -> uuid.UUID:
+    import json
+
+    from kazoo.client import KazooClient
+    zk = KazooClient(zookeeper_connect)
+    zk.start(timeout=10)
+    try:
+        data, _ = zk.get(f"/brokers/topics/{topic}")
+    finally:
+        zk.stop()
+    return uuid.UUID(bytes=__import__("base64").urlsafe_b64decode(json.loads(data)["topic_id"] + "=="))
+
+
+def state_leader(zookeeper_connect: str, group: str, tid: uuid.UUID, partition: int) -> int:
+    """The broker of the share coordinator of (group, topic id, partition)."""
+    states = partition_states(zookeeper_connect, STATE_TOPIC)
+    return states[zlib.crc32(encode_key(SNAPSHOT_KEY, group, tid, partition)) % len(states)]["leader"]
+
+
+def prepared(cluster, n: int):
+    """A one-partition RF=3 topic, __share_group_state created (by a throwaway group), and a
+    group id whose share coordinator is not the partition's leader: (topic, group, data
+    leader, state leader)."""
+    topic = f"share-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, rf=3)
+    data_leader = wait_full_isrs(cluster.zookeeper.connect, topic)[0]["leader"]
+    throwaway = share_consumer(cluster.bootstrap, f"warm-{uuid.uuid4().hex[:6]}", topic)
+    try:
+        warm_up({"t": throwaway}, 3.0)
+    finally:
+        throwaway.close()
+    wait_full_isrs(cluster.zookeeper.connect, STATE_TOPIC)
+    tid = topic_id(cluster.zookeeper.connect, topic)
+    for _ in range(100):
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        leader = state_leader(cluster.zookeeper.connect, group, tid, 0)
+        if leader != data_leader:
+            return topic, group, data_leader, leader
+    raise AssertionError("every group's share coordinator is the data leader")
+
+
+def consume_through_a_kill(cluster, victim_of, n: int = 400) -> tuple[list, dict]:
+    """Three explicit-acknowledgement share consumers read ``n`` records, accepting each batch
+    (commit_sync).  A quarter of the records is produced, read, then a second quarter; the
+    first batch of it a consumer gets it holds unacknowledged while the broker
+    ``victim_of(data_leader, state_leader)`` is killed (-9); then the second half is produced.  Returns the
+    events [("read" | "accepted", offset), ("killed", -1)] and the counts."""
+    topic, group, data_leader, coordinator = prepared(cluster, n)
+    victim = victim_of(data_leader, coordinator)
+    consumers = {name: share_consumer(cluster.bootstrap, group, topic, **{
+        "share.acknowledgement.mode": "explicit", "max.poll.records": 10}) for name in "abc"}
+    events: list[tuple[str, int]] = []
+    accepted: set[int] = set()
+    killed = second_quarter = False
+    try:
+        warm_up(consumers)
+        produce(cluster.bootstrap, topic, n // 4, 1)
+        deadline = time.monotonic() + 90
+        while len(accepted) < n and time.monotonic() < deadline:
+            for c in consumers.values():
+                msgs = [m for m in c.poll(0.2) or [] if m.error() is None]
+                if not msgs:
+                    continue
+                if second_quarter and not killed:
+                    # the victim dies while this consumer holds ``msgs`` unacknowledged
+                    cluster.kill(victim)
+                    killed = True
+                    events.append(("killed", -1))
+                    produce(cluster.bootstrap, topic, n - n // 2, 1, start=n // 2)
+                for m in msgs:
+                    events.append(("read", m.offset()))
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                try:
+                    result = c.commit_sync(30)
+                except Exception:              # noqa: BLE001 - the acknowledgement failed: not accepted
+                    continue
+                if result and all(v is None for v in result.values()):
+                    for m in msgs:
+                        events.append(("accepted", m.offset()))
+                        accepted.add(m.offset())
+                if not second_quarter and len({o for kind, o in events if kind == "read"}) >= n // 4:
+                    second_quarter = True
+                    produce(cluster.bootstrap, topic, n // 4, 1, start=n // 4)
+    finally:
+        for c in consumers.values():
+            c.close()
+    read = Counter(o for kind, o in events if kind == "read")
+    at_kill = events.index(("killed", -1)) if killed else len(events)
+    counts = {"read before the kill": len({o for kind, o in events[:at_kill] if kind == "read"}),
+              "read": len(read), "accepted": len(accepted), "lost": n - len(read),
+              "redelivered": sum(1 for c in read.values() if c > 1), "killed": killed}
+    return events, counts
+
+
+def assert_every_record_once_accepted(events, counts, n: int = 400) -> None:
+    assert counts["killed"], counts
+    assert counts["lost"] == 0 and counts["accepted"] == n, counts
+    done: set[int] = set()
+    for kind, offset in events:
+        if kind == "accepted":
+            done.add(offset)
+        elif kind == "read":
+            assert offset not in done, f"offset {offset} delivered again after it was accepted; {counts}"
+
+
+def test_kill_9_of_the_data_partitions_leader_loses_and_redelivers_no_accepted_record(cluster_factory):
+    """The new leader loads the state from the share coordinator: accepted records stay
+    accepted, the batch held at the kill (acquired, never acknowledged) is delivered again."""
+    cluster = share_cluster(cluster_factory)
+    events, counts = consume_through_a_kill(cluster, lambda data_leader, _coordinator: data_leader)
+    assert_every_record_once_accepted(events, counts)
+    assert counts["redelivered"] >= 1, counts
+
+
+def test_kill_9_of_the_share_coordinator_loses_and_redelivers_no_accepted_record(cluster_factory):
+    """The acknowledgements wait for the new share coordinator (the next leader of the state
+    partition, which loads it from its replica) and are answered once written there."""
+    cluster = share_cluster(cluster_factory)
+    events, counts = consume_through_a_kill(cluster, lambda _data_leader, coordinator: coordinator)
+    assert_every_record_once_accepted(events, counts)
