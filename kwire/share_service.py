@@ -46,7 +46,7 @@ from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCo
 from kwire.groups.share_partition import PartitionLimits
 from kwire.groups.share_records import decode_key, decode_value
 
-from .blocking import create_topic, run_blocking
+from .blocking import create_topic, run_blocking, run_detached
 from .clock import Clock
 from .group_service import OFFSETS_TOPIC, records_to_end
 from .share_group_configs import GroupConfigs
@@ -152,6 +152,11 @@ class ShareService:
         self.cluster = broker.cluster
         self.store = ShareStateStore(broker)
         self.persister = Persister(broker, self.store)
+        zk = broker.cluster.zk
+
+        async def publish(group_id: str, configs: dict[str, str]) -> None:
+            await run_detached(zk.set_group_config, group_id, configs)
+        self.group_configs.publish = publish          # group configs are cluster-wide (ZooKeeper)
 
     def follow_leadership(self, cluster) -> None:
         """Drop the share-partitions of the partitions this broker no longer leads (a new
@@ -168,6 +173,8 @@ class ShareService:
             n = len(topic.partitions)
             for group_id in [g for g in self.coordinator.groups if partition_for(g, n) not in owned]:
                 self.coordinator.unload_group(group_id)
+        if cluster.snapshot is not None:
+            self.group_configs.apply_all(cluster.snapshot.group_configs)
         state_topic = self.logs.get(SHARE_STATE_TOPIC)
         if state_topic is not None:
             state_topic.internal = True

@@ -6,8 +6,8 @@ of their ``__share_group_state`` partition), reached broker to broker by the per
 Counted as a user would: every record read, each accepted one never again, none lost, when
 a data partition's leader or a share coordinator dies (kill -9).
 
-Group configs are per broker in cluster mode (not yet in ZooKeeper), so these tests start
-their consumers on empty topics (share.auto.offset.reset latest starts at offset 0 there).
+Most tests start their consumers on empty topics (share.auto.offset.reset latest starts at
+offset 0 there); one sets the group config earliest, which every broker sees (ZooKeeper).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import zlib
 from collections import Counter
 
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from kwire.groups.share_records import SNAPSHOT_KEY, encode_key
@@ -209,3 +210,31 @@ def test_kill_9_of_the_share_coordinator_loses_and_redelivers_no_accepted_record
     cluster = share_cluster(cluster_factory)
     events, counts = consume_through_a_kill(cluster, lambda _data_leader, coordinator: coordinator)
     assert_every_record_once_accepted(events, counts)
+
+
+def test_a_group_config_set_through_one_broker_applies_on_every_partition_leader(cluster_factory):
+    """share.auto.offset.reset=earliest (IncrementalAlterConfigs on resource GROUP, answered by
+    one broker) is in ZooKeeper: the leaders of all three partitions start at the log start."""
+    cluster = share_cluster(cluster_factory)
+    topic, group = f"share-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=3, rf=3)
+    leaders = {s["leader"] for s in wait_full_isrs(cluster.zookeeper.connect, topic).values()}
+    assert len(leaders) >= 2, f"partitions led by {leaders}"
+    produce(cluster.bootstrap, topic, 300, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                  incremental_configs=[entry])]).values():
+        future.result(10)
+    time.sleep(1)                       # the other brokers' ZooKeeper watches fire
+    consumers = {name: share_consumer(cluster.bootstrap, group, topic) for name in "ab"}
+    seen: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 300 and time.monotonic() < deadline:
+            for c in consumers.values():
+                seen += [(m.partition(), m.offset()) for m in c.poll(0.2) or [] if m.error() is None]
+    finally:
+        for c in consumers.values():
+            c.close()
+    assert sorted(seen) == sorted((p, o) for p in range(3) for o in range(100))
