@@ -11,6 +11,8 @@ offset 0 there); one sets the group config earliest, which every broker sees (Zo
 """
 from __future__ import annotations
 
+import base64
+import json
 import time
 import uuid
 import zlib
@@ -22,7 +24,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from kwire.groups.share_records import SNAPSHOT_KEY, encode_key
 from kwire.testing_cluster import send_request
-from tests.support.counting import create_topic, partition_states, wait_for, wait_full_isrs
+from tests.support.counting import create_topic, partition_states, wait_full_isrs
 
 STATE_TOPIC = "__share_group_state"
 SHARE_PROPERTIES = {"group.share.record.lock.duration.ms": 3000, "group.share.heartbeat.interval.ms": 500,
@@ -91,8 +93,7 @@ def test_share_consumers_on_three_brokers_get_every_record_once(cluster_factory)
 
 
 def topic_id(zookeeper_connect: str, topic: str) -> uuid.UUID:
-    import json
-
+    """The topic's id, from its znode (Kafka's layout: url-safe base64, unpadded)."""
     from kazoo.client import KazooClient
     zk = KazooClient(zookeeper_connect)
     zk.start(timeout=10)
@@ -100,7 +101,7 @@ def topic_id(zookeeper_connect: str, topic: str) -> uuid.UUID:
         data, _ = zk.get(f"/brokers/topics/{topic}")
     finally:
         zk.stop()
-    return uuid.UUID(bytes=__import__("base64").urlsafe_b64decode(json.loads(data)["topic_id"] + "=="))
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(json.loads(data)["topic_id"] + "=="))
 
 
 def state_leader(zookeeper_connect: str, group: str, tid: uuid.UUID, partition: int) -> int:
@@ -109,7 +110,7 @@ def state_leader(zookeeper_connect: str, group: str, tid: uuid.UUID, partition: 
     return states[zlib.crc32(encode_key(SNAPSHOT_KEY, group, tid, partition)) % len(states)]["leader"]
 
 
-def prepared(cluster, n: int):
+def prepared(cluster):
     """A one-partition RF=3 topic, __share_group_state created (by a throwaway group), and a
     group id whose share coordinator is not the partition's leader: (topic, group, data
     leader, state leader)."""
@@ -137,7 +138,7 @@ def consume_through_a_kill(cluster, victim_of, n: int = 400) -> tuple[list, dict
     first batch of it a consumer gets it holds unacknowledged while the broker
     ``victim_of(data_leader, state_leader)`` is killed (-9); then the second half is produced.  Returns the
     events [("read" | "accepted", offset), ("killed", -1)] and the counts."""
-    topic, group, data_leader, coordinator = prepared(cluster, n)
+    topic, group, data_leader, coordinator = prepared(cluster)
     victim = victim_of(data_leader, coordinator)
     consumers = {name: share_consumer(cluster.bootstrap, group, topic, **{
         "share.acknowledgement.mode": "explicit", "max.poll.records": 10}) for name in "abc"}
