@@ -132,7 +132,7 @@ def prepared(cluster):
     raise AssertionError("every group's share coordinator is the data leader")
 
 
-def consume_through_a_kill(cluster, victim_of, n: int = 400) -> tuple[list, dict]:
+def consume_through_a_kill(cluster, victim_of, n: int = 400, stop: bool = False) -> tuple[list, dict]:
     """Three explicit-acknowledgement share consumers read ``n`` records, accepting each batch
     (commit_sync).  A quarter of the records is produced, read, then a second quarter; the
     first batch of it a consumer gets it holds unacknowledged while the broker
@@ -156,7 +156,10 @@ def consume_through_a_kill(cluster, victim_of, n: int = 400) -> tuple[list, dict
                     continue
                 if second_quarter and not killed:
                     # the victim dies while this consumer holds ``msgs`` unacknowledged
-                    cluster.kill(victim)
+                    if stop:                  # controlled shutdown: leadership moves, then it stops
+                        cluster.stop(victim)
+                    else:
+                        cluster.kill(victim)
                     killed = True
                     events.append(("killed", -1))
                     produce(cluster.bootstrap, topic, n - n // 2, 1, start=n // 2)
@@ -239,3 +242,12 @@ def test_a_group_config_set_through_one_broker_applies_on_every_partition_leader
         for c in consumers.values():
             c.close()
     assert sorted(seen) == sorted((p, o) for p in range(3) for o in range(100))
+
+
+def test_a_controlled_shutdown_of_the_data_partitions_leader_loses_and_redelivers_no_accepted_record(
+        cluster_factory):
+    """The leader stops cleanly: leadership moves while it still runs (it drops its
+    share-partitions, a late write of it would be fenced by the leader epoch)."""
+    cluster = share_cluster(cluster_factory)
+    events, counts = consume_through_a_kill(cluster, lambda data_leader, _coordinator: data_leader, stop=True)
+    assert_every_record_once_accepted(events, counts)
