@@ -445,7 +445,7 @@ class ShareService:
     # -- admin ---------------------------------------------------------------------------------
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
-        outcome = self.coordinator.delete_group(group_id)
+        outcome = self.coordinator.delete_group(group_id, assigned=self.cluster is not None)
         await self._apply(outcome.records)
         if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
             await self.group_configs.alter(group_id, [], False, False)
@@ -475,3 +475,17 @@ class ShareService:
             for key in outcome.result:          # a member gone silent: its share session goes too
                 self.sessions.pop(key, None)
             await self._apply(outcome.records)
+            if self.cluster is not None:
+                async with self._lock:
+                    self._unload_idle()
+
+    def _unload_idle(self) -> None:
+        """Cluster mode: forget the share-partitions no share session here reads and no lock
+        holds (their state is at the share coordinator; the next use loads it again), so a
+        group deleted and created again, or state changed elsewhere, is read afresh."""
+        in_use = {(group_id, topic_id, p) for (group_id, _), session in self.sessions.items()
+                  for topic_id, p in session.partitions}
+        for key, sp in list(self.coordinator.partitions.items()):
+            if key not in in_use and sp.next_lock_deadline() is None:
+                self.coordinator.unload_partition(key)
+                self.epochs.pop(key, None)

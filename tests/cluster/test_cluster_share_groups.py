@@ -251,3 +251,46 @@ def test_a_controlled_shutdown_of_the_data_partitions_leader_loses_and_redeliver
     cluster = share_cluster(cluster_factory)
     events, counts = consume_through_a_kill(cluster, lambda data_leader, _coordinator: data_leader, stop=True)
     assert_every_record_once_accepted(events, counts)
+
+
+def test_delete_groups_deletes_the_state_on_every_share_coordinator(cluster_factory):
+    """DeleteGroups of an empty share group deletes the state of every partition its members
+    were assigned (DeleteShareGroupState to their share coordinators); the leaders forget their
+    idle share-partitions, so the group created again starts afresh (earliest: from 0)."""
+    cluster = share_cluster(cluster_factory)
+    topic, group = f"share-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=3, rf=3)
+    wait_full_isrs(cluster.zookeeper.connect, topic)
+    produce(cluster.bootstrap, topic, 60, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def earliest() -> None:
+        entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+        for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                      incremental_configs=[entry])]).values():
+            future.result(10)
+        time.sleep(1)
+    earliest()
+
+    def read_all() -> list[tuple[int, int]]:
+        consumer = share_consumer(cluster.bootstrap, group, topic)
+        seen: list[tuple[int, int]] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(seen) < 60 and time.monotonic() < deadline:
+                seen += [(m.partition(), m.offset()) for m in consumer.poll(0.2) or [] if m.error() is None]
+            consumer.commit_sync(10)
+        finally:
+            consumer.close()
+        return seen
+    assert len(read_all()) == 60
+    deadline = time.monotonic() + 30
+    while True:                          # the member's leave reaches its coordinator
+        try:
+            admin.delete_consumer_groups([group])[group].result(10)
+            break
+        except Exception:                # noqa: BLE001 - NON_EMPTY_GROUP until then
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    earliest()                           # DeleteGroups deletes the group's configs too
+    assert sorted(read_all()) == sorted((p, o) for p in range(3) for o in range(20))
