@@ -217,6 +217,11 @@ API_ACLS: dict[int, tuple[AclCheck, ...]] = {
          AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
     79: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # ShareAcknowledge
          AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
+    # the share-group state persister, broker to broker (cluster mode)
+    83: _INTER_BROKER,  # InitializeShareGroupState
+    84: _INTER_BROKER,  # ReadShareGroupState
+    85: _INTER_BROKER,  # WriteShareGroupState
+    86: _INTER_BROKER,  # DeleteShareGroupState
     90: (AclCheck(Op.DESCRIBE, R.GROUP, _GROUP_E, D.ENTRY),  # DescribeShareGroupOffsets
          AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.ENTRY)),
 }

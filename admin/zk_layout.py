@@ -55,6 +55,9 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
+# kwire's own: group configs (KIP-848/932; Kafka keeps them in KRaft's metadata log only),
+# one znode per group in the topic config layout
+CONFIG_GROUPS = "/config/groups"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 ADMIN = "/admin"
@@ -72,7 +75,7 @@ CONSUMERS = "/consumers"
 PERSISTENT_PATHS: tuple[str, ...] = (
     CONSUMERS, BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS, BROKER_SEQID,
     ISR_CHANGE_NOTIFICATION, PRODUCER_ID_BLOCK, LOG_DIR_EVENT_NOTIFICATION,
-    CONFIG_TOPICS, "/config/clients", "/config/users", "/config/brokers", "/config/ips",
+    CONFIG_TOPICS, "/config/clients", "/config/users", "/config/brokers", "/config/ips", CONFIG_GROUPS,
 )
 
 NO_LEADER = -1          # LeaderAndIsr.NoLeader
@@ -107,6 +110,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 def config_topic_path(topic: str) -> str:
     """``/config/topics/<t>``: the topic's config overrides."""
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def config_group_path(group_id: str) -> str:
+    """``/config/groups/<g>``: the group's configs (kwire's), as ``encode_topic_config``."""
+    return f"{CONFIG_GROUPS}/{group_id}"
 
 
 def delete_topic_path(topic: str) -> str:

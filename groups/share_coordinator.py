@@ -61,6 +61,9 @@ class ShareGroup:
     state: ShareGroupState = E
     epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    # every (topic_id, partition) assigned since this coordinator loaded the group: in a cluster
+    # the share-partitions whose state DeleteGroups deletes (their leaders may be other brokers)
+    assigned: set = field(default_factory=set)
 
     def move(self, target: ShareGroupState) -> None:
         if target is not self.state and target not in GROUP_TRANSITIONS[self.state]:
@@ -145,6 +148,7 @@ class ShareCoordinator:
         if changed:
             member.assignment = assignment
             member.epoch = max(member.epoch + 1, group.epoch)
+            group.assigned.update((topic_id, p) for topic_id, _, parts in assignment for p in parts)
         return ShareOutcome(result=HeartbeatResult(
             ErrorCode.NONE, member.member_id, member.epoch, self.config.heartbeat_interval_ms,
             assignment if changed else None))
@@ -239,6 +243,20 @@ class ShareCoordinator:
         group_id, topic_id, partition = key
         return encode_key(SNAPSHOT_KEY, group_id, topic_id, partition), encode_snapshot(sp.state())
 
+    # -- cluster mode: what follows leadership ------------------------------------------
+    def load_partition(self, key: tuple[str, uuid.UUID, int], state) -> None:
+        """Install a share-partition's persisted state (its share coordinator's), read by a
+        new leader of the partition: records acquired before are available again."""
+        self.partitions[key] = SharePartition.from_state(self.limits(key[0]), state)
+
+    def unload_partition(self, key: tuple[str, uuid.UUID, int]) -> None:
+        """Forget a share-partition whose partition another broker leads now."""
+        self.partitions.pop(key, None)
+
+    def unload_group(self, group_id: str) -> None:
+        """Forget a group (its members) another broker coordinates now; its members rejoin there."""
+        self.groups.pop(group_id, None)
+
     # -- admin --------------------------------------------------------------------------
     def limits(self, group_id: str) -> PartitionLimits:
         duration = self.lock_durations.get(group_id)
@@ -275,9 +293,10 @@ class ShareCoordinator:
     def list_groups(self) -> list[ShareGroup]:
         return [g for g in self.groups.values() if g.state is not D]
 
-    def delete_group(self, group_id: str) -> ShareOutcome:
+    def delete_group(self, group_id: str, assigned: bool = False) -> ShareOutcome:
         """Result: an ErrorCode.  Only an empty group is deleted, with its share-partitions'
-        state (tombstones)."""
+        state (tombstones): those here, and with ``assigned`` (a cluster, where other brokers
+        lead some) those of every partition its members were assigned."""
         group = self.groups.get(group_id)
         if group is None or group.state is D:
             return ShareOutcome(result=ErrorCode.GROUP_ID_NOT_FOUND)
@@ -287,9 +306,12 @@ class ShareCoordinator:
         del self.groups[group_id]
         self.offset_resets.pop(group_id, None)
         self.lock_durations.pop(group_id, None)
+        keys = {k for k in self.partitions if k[0] == group_id}
+        if assigned:
+            keys |= {(group_id, topic_id, p) for topic_id, p in group.assigned}
         records = []
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
+        for key in sorted(keys, key=lambda k: (str(k[1]), k[2])):
+            self.partitions.pop(key, None)
             records.append((encode_key(SNAPSHOT_KEY, *key), None))
         return ShareOutcome(records, ErrorCode.NONE)
 

@@ -65,6 +65,7 @@ class Broker:
             from .cluster_node import ClusterNode   # kazoo is imported only in cluster mode
             from .scram_zk import ZkScramService
             self.cluster = ClusterNode(self)
+            self.shares.attach_cluster(self)     # share-partition state through the share coordinators
             self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
             # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
             self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
@@ -105,6 +106,8 @@ class Broker:
         self.transactions.cluster = cluster
         self.transactions.follow_leadership({p: state.leader_epoch for (t, p), state in cluster.replicas.leaders.items()
                                              if t == TRANSACTION_STATE_TOPIC})
+        # share groups: after the groups (it drops the share groups of offsets partitions lost)
+        self.shares.follow_leadership(cluster)
 
     # -- wake-ups for long-polling fetches ------------------------------------
     def notify_appended(self, partitions) -> None:

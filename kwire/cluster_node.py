@@ -385,6 +385,24 @@ class ClusterNode:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
 
+    async def ensure_share_state_topic(self) -> None:
+        """Create __share_group_state on first use, with share.coordinator.state.topic.replication.factor
+        replicas (as many as there are live brokers when fewer), compacted."""
+        name = "__share_group_state"
+        if name in self.snapshot.topics:
+            return
+        v = self.broker.config.value_of
+        rf = min(v("share.coordinator.state.topic.replication.factor"), len(self.snapshot.brokers))
+        try:
+            await self.create_topic(
+                name, v("share.coordinator.state.topic.num.partitions"), rf,
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(v("share.coordinator.state.topic.segment.bytes")),
+                 "min.insync.replicas": str(v("share.coordinator.state.topic.min.isr"))}, wait_s=5.0)
+        except KafkaApiError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
     async def delete_topic(self, name: str, timeout_s: float) -> None:
         """Mark ``name`` for deletion (/admin/delete_topics) and wait until its local logs are gone."""
         await blocking.run_detached(self.zk.mark_for_deletion, name)

@@ -9,7 +9,9 @@ default, or ``read_committed``) and ``share.record.lock.duration.ms`` (within th
 ``group.share.min/max.record.lock.duration.ms``).  Any other group config is INVALID_CONFIG.
 
 Stored in ``<first log dir>/share-group-configs.json`` ({group: {name: value}}), replaced
-whole (``write_atomically``) off the Trio thread.
+whole (``write_atomically``) off the Trio thread.  In cluster mode ``publish`` is set: a group's
+configs are its znode ``/config/groups/<group>`` instead, and every broker applies what
+ZooKeeper holds (``apply_all``), so the share-partition leaders all see them.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class GroupConfigs:
         self.path = os.path.join(log_dir, FILE_NAME)
         self.on_change = on_change             # (group_id, name, value | None)
         self.configs: dict[str, dict[str, str]] = {}
+        self.publish = None            # cluster mode: async (group_id, configs) writing them to ZooKeeper
         self.specs = dict(GROUP_CONFIGS)
         if broker_config is not None:
             v = broker_config.value_of
@@ -109,10 +112,23 @@ class GroupConfigs:
             configs[group_id] = new
         else:
             configs.pop(group_id, None)
-        await run_blocking(write_atomically, self.path, json.dumps(configs))
+        if self.publish is not None:
+            await self.publish(group_id, new)
+        else:
+            await run_blocking(write_atomically, self.path, json.dumps(configs))
         self.configs = configs
         for name in self.specs:
             self.on_change(group_id, name, new.get(name))
+
+    def apply_all(self, configs: dict[str, dict[str, str]]) -> None:
+        """Cluster mode: make ``configs`` (every group's, from ZooKeeper) the current ones,
+        telling ``on_change`` of each value that changed."""
+        old, self.configs = self.configs, {g: dict(c) for g, c in configs.items()}
+        for group_id in set(old) | set(configs):
+            before, after = old.get(group_id, {}), configs.get(group_id, {})
+            for name in self.specs:
+                if before.get(name) != after.get(name):
+                    self.on_change(group_id, name, after.get(name))
 
 
 class _int_between:

@@ -16,8 +16,18 @@ an older one), -1 closes (releasing the member's acquired records), any other mu
 next one expected (INVALID_SHARE_SESSION_EPOCH) of an existing session
 (SHARE_SESSION_NOT_FOUND).
 
-Single node only: in ZooKeeper cluster mode the share-group APIs are not advertised
-(``enabled``), since the state does not yet follow the leadership of its partitions.
+Cluster mode (``zookeeper.connect``, ``attach_cluster``): membership is served by the group
+coordinator (the leader of the group's ``__consumer_offsets`` partition, NOT_COORDINATOR
+elsewhere); ShareFetch/ShareAcknowledge of a partition by its leader (NOT_LEADER_OR_FOLLOWER
+elsewhere), the share-partition leader.  It loads a share-partition's state from its share
+coordinator on first use and writes every change there before answering
+(``kwire.share_state``: the leader of the key's ``__share_group_state`` partition, reached by
+the persister RPCs); it drops its share-partitions when it stops leading their partition, so
+a new leader starts from the persisted state: records acquired and not acknowledged are
+available again, acknowledged ones stay acknowledged.  Share sessions are per broker (as in
+Kafka); a share-partition leader that is not the group coordinator does not check membership
+when a session opens, and the records of a member gone silent come back when its acquisition
+locks expire.
 """
 from __future__ import annotations
 
@@ -31,13 +41,16 @@ import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.coordinator import partition_for
 from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCoordinator, Topic
 from kwire.groups.share_partition import PartitionLimits
+from kwire.groups.share_records import decode_key, decode_value
 
-from .blocking import create_topic, run_blocking
+from .blocking import create_topic, run_blocking, run_detached
 from .clock import Clock
-from .group_service import records_to_end
+from .group_service import OFFSETS_TOPIC, records_to_end
 from .share_group_configs import GroupConfigs
+from .share_state import Persister, ShareStateStore
 
 logger = logging.getLogger("kwire.share")
 
@@ -58,8 +71,7 @@ PRODUCER_ID = struct.Struct(">q")             # @43
 def enabled(config) -> bool:
     """Whether this broker serves share groups (KIP-932)."""
     return (bool(config.value_of("group.share.enable"))
-            and "share" in config.value_of("group.coordinator.rebalance.protocols")
-            and not config.value_of("zookeeper.connect"))
+            and "share" in config.value_of("group.coordinator.rebalance.protocols"))
 
 
 def batch_bounds(data: bytes) -> list[tuple[int, int, bool, int]]:
@@ -128,6 +140,102 @@ class ShareService:
         self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed, config)
         self._changed = trio.Event()           # records became available again
         self._lock = trio.Lock()                # one outcome's append at a time, in order
+        # cluster mode (attach_cluster): the share coordinator of this broker and the persister
+        self.cluster = None
+        self.store: ShareStateStore | None = None
+        self.persister: Persister | None = None
+        self.epochs: dict[tuple, int] = {}      # loaded share-partition -> its leader epoch then
+        self._load_lock = trio.Lock()
+
+    # -- cluster mode ----------------------------------------------------------------------
+    def attach_cluster(self, broker) -> None:
+        self.cluster = broker.cluster
+        self.store = ShareStateStore(broker)
+        self.persister = Persister(broker, self.store)
+        zk = broker.cluster.zk
+
+        async def publish(group_id: str, configs: dict[str, str]) -> None:
+            await run_detached(zk.set_group_config, group_id, configs)
+        self.group_configs.publish = publish          # group configs are cluster-wide (ZooKeeper)
+
+    def follow_leadership(self, cluster) -> None:
+        """Drop the share-partitions of the partitions this broker no longer leads (a new
+        leader loads their persisted state), the share groups of the __consumer_offsets
+        partitions it no longer leads (their members rejoin the new coordinator), and follow
+        the leadership of the __share_group_state partitions as their share coordinator."""
+        led = set(cluster.replicas.leaders)
+        for key in [k for k in self.coordinator.partitions if self._data_tp(k) not in led]:
+            self.coordinator.unload_partition(key)
+            self.epochs.pop(key, None)
+        owned = cluster.broker.groups.owned or set()
+        topic = self.logs.get(OFFSETS_TOPIC)
+        if topic is not None:
+            n = len(topic.partitions)
+            for group_id in [g for g in self.coordinator.groups if partition_for(g, n) not in owned]:
+                self.coordinator.unload_group(group_id)
+        if cluster.snapshot is not None:
+            self.group_configs.apply_all(cluster.snapshot.group_configs)
+        state_topic = self.logs.get(SHARE_STATE_TOPIC)
+        if state_topic is not None:
+            state_topic.internal = True
+        self.store.follow_leadership({p for (t, p) in led if t == SHARE_STATE_TOPIC})
+
+    def _data_tp(self, key) -> tuple[str, int] | None:
+        topic = self.logs.topics_by_id.get(key[1])
+        return None if topic is None else (topic.name, key[2])
+
+    def member_known(self, group_id: str, member_id: str) -> bool:
+        """Whether ShareFetch may serve the member: any member in cluster mode (the group
+        coordinator may be another broker), a member of the group on a single node."""
+        return self.cluster is not None or self.coordinator.is_member(group_id, member_id)
+
+    async def _load(self, topic, topic_id: uuid.UUID, partition: int, plog, group_id: str) -> None:
+        """Cluster mode: raise NOT_LEADER_OR_FOLLOWER unless this broker leads the partition;
+        load its share-partition's state from the share coordinator on first use."""
+        if self.cluster is None:
+            return
+        leader = self.cluster.replicas.check_leader((topic.name, partition), plog, None)
+        key = (group_id, topic_id, partition)
+        if key in self.coordinator.partitions:
+            return
+        async with self._load_lock:
+            if key in self.coordinator.partitions:
+                return
+            state = await self.persister.read(key, leader.leader_epoch)
+            if self.cluster.replicas.leader((topic.name, partition)) is not leader:
+                raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
+            self.epochs[key] = leader.leader_epoch
+            if state is not None:
+                self.coordinator.load_partition(key, state)
+                logger.info("share-partition %s %s-%d loaded (start offset %d, %d batch(es), leader epoch %d)",
+                            group_id, topic.name, partition, state.start_offset, len(state.batches),
+                            leader.leader_epoch)
+
+    async def _persist(self, records: list) -> dict:
+        """Cluster mode: write each snapshot (tombstone: delete) to its share coordinator;
+        returns {(group, topic_id, partition): ErrorCode} of those not written."""
+        failed = {}
+        for key, value in records:
+            k = decode_key(key)
+            pkey = (k.group_id, k.topic_id, k.partition)
+            state = None
+            if value is not None:
+                epoch = self.epochs.get(pkey)
+                if epoch is None:              # not (or no longer) its leader: nothing to write
+                    failed[pkey] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                state = decode_value(k.kind, value)
+                state = type(state)(state.snapshot_epoch, state.state_epoch, epoch, state.start_offset,
+                                    state.batches)
+            try:
+                await self.persister.write(pkey, state)
+            except KafkaApiError as exc:
+                logger.warning("share state of %s not written: %s %s", pkey, exc.code.name, exc.message)
+                failed[pkey] = exc.code
+                if exc.code == ErrorCode.FENCED_LEADER_EPOCH:     # a newer leader has it: drop ours
+                    self.coordinator.unload_partition(pkey)
+                    self.epochs.pop(pkey, None)
+        return failed
 
     # -- the internal topic --------------------------------------------------------------
     async def state_topic(self):
@@ -218,7 +326,7 @@ class ShareService:
         KafkaApiError(UNKNOWN_MEMBER_ID | SHARE_SESSION_NOT_FOUND | INVALID_SHARE_SESSION_EPOCH)."""
         key = (group_id, member_id)
         if epoch == 0:
-            if not self.coordinator.is_member(group_id, member_id):
+            if not self.member_known(group_id, member_id):
                 raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group_id}")
             session = self.sessions[key] = ShareSession(1)
         else:
@@ -246,13 +354,26 @@ class ShareService:
         """Apply each partition's acknowledgement batches, persist, then return their errors."""
         errors, records = {}, []
         for (topic_id, partition), batches in acks.items():
-            if self.logs.topics_by_id.get(topic_id) is None:
+            topic = self.logs.topics_by_id.get(topic_id)
+            if topic is None:
                 errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
+            if self.cluster is not None:
+                if not 0 <= partition < len(topic.partitions):
+                    errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                try:
+                    await self._load(topic, topic_id, partition, topic.partitions[partition], group_id)
+                except KafkaApiError as exc:
+                    errors[(topic_id, partition)] = exc.code
+                    continue
             outcome = self.coordinator.acknowledge(group_id, member_id, topic_id, partition, batches)
             errors[(topic_id, partition)] = outcome.result
             records += outcome.records
-        await self._apply(records)
+        failed = await self._apply(records)
+        for (_group, topic_id, partition), code in failed.items():
+            if errors.get((topic_id, partition)) == ErrorCode.NONE:
+                errors[(topic_id, partition)] = code
         return errors
 
     async def release_member(self, group_id: str, member_id: str) -> None:
@@ -270,10 +391,20 @@ class ShareService:
         if not 0 <= partition < len(topic.partitions):
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = topic.partitions[partition]
+        try:
+            await self._load(topic, topic_id, partition, plog, group_id)
+        except KafkaApiError as exc:
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise
+            logger.info("share-partition %s %s-%d not loaded: %s %s", group_id, topic.name, partition,
+                        exc.code.name, exc.message)
+            return b"", []                 # its share coordinator is away: nothing this time
         outcome = self.coordinator.share_partition(group_id, topic_id, partition, plog.log_start_offset,
                                                    plog.high_watermark)
-        if outcome.records:
-            await self._apply(outcome.records)
+        if outcome.records and await self._apply(outcome.records) and self.cluster is not None:
+            # its initial state is not persisted: not served until it is (the next fetch retries)
+            self.coordinator.unload_partition((group_id, topic_id, partition))
+            return b"", []
         sp = outcome.result
         committed = group_id in self.read_committed
         upper = plog.last_stable_offset if committed else plog.high_watermark
@@ -314,19 +445,26 @@ class ShareService:
     # -- admin ---------------------------------------------------------------------------------
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
-        outcome = self.coordinator.delete_group(group_id)
+        outcome = self.coordinator.delete_group(group_id, assigned=self.cluster is not None)
         await self._apply(outcome.records)
         if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
             await self.group_configs.alter(group_id, [], False, False)
         return outcome.result
 
     # -- outcomes and timers -----------------------------------------------------------------
-    async def _apply(self, records: list) -> None:
+    async def _apply(self, records: list) -> dict:
+        """Persist the records (single node: append; cluster: the persister), then wake the
+        parked fetches; returns the share-partitions not persisted (cluster mode) with why."""
+        failed = {}
         if records:
             async with self._lock:
-                await self.append(records)
+                if self.cluster is None:
+                    await self.append(records)
+                else:
+                    failed = await self._persist(records)
             self._changed.set()
             self._changed = trio.Event()
+        return failed
 
     async def run_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Tick the coordinator every TICK_S: session timeouts and acquisition-lock expiry."""
@@ -337,3 +475,17 @@ class ShareService:
             for key in outcome.result:          # a member gone silent: its share session goes too
                 self.sessions.pop(key, None)
             await self._apply(outcome.records)
+            if self.cluster is not None:
+                async with self._lock:
+                    self._unload_idle()
+
+    def _unload_idle(self) -> None:
+        """Cluster mode: forget the share-partitions no share session here reads and no lock
+        holds (their state is at the share coordinator; the next use loads it again), so a
+        group deleted and created again, or state changed elsewhere, is read afresh."""
+        in_use = {(group_id, topic_id, p) for (group_id, _), session in self.sessions.items()
+                  for topic_id, p in session.partitions}
+        for key, sp in list(self.coordinator.partitions.items()):
+            if key not in in_use and sp.next_lock_deadline() is None:
+                self.coordinator.unload_partition(key)
+                self.epochs.pop(key, None)

@@ -73,6 +73,7 @@ class Snapshot:
     deleting: set[str]
     shutting_down: set[int]             # brokers in controlled shutdown
     preferred: list[tuple[str, int]] | None = None   # a pending /admin/preferred_replica_election
+    group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)   # /config/groups
 
 
 class ZooKeeperClient:
@@ -230,7 +231,15 @@ class ZooKeeperClient:
         if c.exists(layout.PREFERRED_ELECTION, watch=self._watch):
             found = _result(c.get_async(layout.PREFERRED_ELECTION, watch=self._watch))
             preferred = layout.decode_preferred_election(found[0]) if found else None
-        return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred)
+        group_configs = {}
+        if c.exists(layout.CONFIG_GROUPS):
+            groups = c.get_children(layout.CONFIG_GROUPS, watch=self._watch)
+            for group_id, res in [(g, c.get_async(layout.config_group_path(g), watch=self._watch)) for g in groups]:
+                data = _result(res)
+                if data is not None:
+                    group_configs[group_id] = layout.decode_topic_config(data[0])
+        return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred,
+                        group_configs)
 
     def request_preferred_election(self, partitions: list[tuple[str, int]]) -> bool:
         """Kafka's ZooKeeper-era request to the controller; False if one is already pending."""
@@ -329,6 +338,21 @@ class ZooKeeperClient:
                 return
             if attempt == 2 or not any(isinstance(r, (NodeExistsError, NoNodeError)) for r in failures):
                 raise failures[0]
+
+    def set_group_config(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's configs (none: its znode goes)."""
+        path = layout.config_group_path(group_id)
+        self.client.ensure_path(layout.CONFIG_GROUPS)
+        if not configs:
+            try:
+                self.client.delete(path)
+            except NoNodeError:
+                pass
+            return
+        try:
+            self.client.set(path, layout.encode_topic_config(configs))
+        except NoNodeError:
+            self.client.create(path, layout.encode_topic_config(configs))
 
     def mark_for_deletion(self, name: str) -> None:
         try:

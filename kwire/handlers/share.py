@@ -2,8 +2,9 @@
 ShareAcknowledge (79), at version 1 (Kafka 4.1+'s first stable version, what librdkafka sends).
 
 Served by ``kwire.share_service``; advertised only when ``group.share.enable`` is true and
-``share`` is in ``group.coordinator.rebalance.protocols`` (and not in cluster mode, see
-the service).  A group id a classic group already uses is refused (GROUP_ID_NOT_FOUND, as
+``share`` is in ``group.coordinator.rebalance.protocols``; in cluster mode membership is
+served by the group's coordinator (NOT_COORDINATOR elsewhere) and ShareFetch/ShareAcknowledge
+of a partition by its leader (NOT_LEADER_OR_FOLLOWER elsewhere), see the service.  A group id a classic group already uses is refused (GROUP_ID_NOT_FOUND, as
 Kafka answers a heartbeat for a group of another type).
 
 ShareFetch: acknowledgements first (persisted before the answer), then each partition of
@@ -53,6 +54,10 @@ async def handle_share_group_heartbeat(ctx, request):
     if acls_on(ctx) and request.subscribed_topic_names and unauthorized(
             ctx, DESCRIBE, TOPIC, list(request.subscribed_topic_names)):
         return dict(base, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), error_message=None)
+    try:
+        ctx.broker.groups.check_owner(request.group_id)     # cluster mode: the group's coordinator only
+    except KafkaApiError as exc:
+        return dict(base, error_code=int(exc.code), error_message=exc.message)
     if _classic_group_exists(ctx, request.group_id):
         return dict(base, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
                     error_message=f"Group {request.group_id} is not a share group.")
@@ -75,6 +80,13 @@ async def handle_share_group_describe(ctx, request):
     out = []
     for group_id in request.group_ids:
         group = shares.coordinator.describe(group_id)
+        try:
+            ctx.broker.groups.check_owner(group_id)
+        except KafkaApiError as exc:
+            out.append({"error_code": int(exc.code), "error_message": exc.message, "group_id": group_id,
+                        "group_state": "", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
+                        "members": [], "authorized_operations": -2147483648})
+            continue
         if denied(ctx, DESCRIBE, GROUP, group_id):
             out.append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "error_message": None,
                         "group_id": group_id, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
@@ -116,6 +128,12 @@ def _uuid(value) -> uuid.UUID:
 
 def _leader(ctx, topic_id, partition) -> dict:
     topic = ctx.broker.logs.topics_by_id.get(topic_id)
+    cluster = ctx.broker.cluster
+    if cluster is not None:            # the partition's leader now, as the cluster's metadata says
+        state = cluster.snapshot.states.get((topic.name, partition)) if topic and cluster.snapshot else None
+        if state is None:
+            return {"leader_id": -1, "leader_epoch": -1}
+        return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
     epoch = topic.partitions[partition].leader_epoch if topic and 0 <= partition < len(topic.partitions) else -1
     return {"leader_id": ctx.broker.node_id, "leader_epoch": max(epoch, 0)}
 
@@ -161,7 +179,7 @@ async def handle_share_fetch(ctx, request):
         deadline = trio.current_time() + max_wait / 1000
         while True:
             got = await _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused)
-            if got or trio.current_time() >= deadline or not shares.coordinator.is_member(group_id, member_id):
+            if got or trio.current_time() >= deadline or not shares.member_known(group_id, member_id):
                 break
             names = [(ctx.broker.logs.topics_by_id[tid].name, p) for tid, p in session.partitions
                      if tid in ctx.broker.logs.topics_by_id]

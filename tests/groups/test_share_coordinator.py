@@ -6,6 +6,7 @@ import uuid
 from kwire.codecs.errors import ErrorCode
 from kwire.groups.share_coordinator import GROUP_TRANSITIONS, ShareConfig, ShareCoordinator, Topic
 from kwire.groups.share_partition import AckType, PartitionLimits
+from kwire.groups.share_records import decode_key
 
 TID = uuid.uuid4()
 TOPICS = {"t": Topic("t", TID, 2)}
@@ -116,3 +117,31 @@ def test_a_group_lock_duration_applies_to_the_acquisitions_after_it():
     assert [sp.records[o].lock_deadline_ms for o in range(4)] == [500, 500, 5000, 5000]
     c.set_lock_duration("g", None)
     assert sp.limits.record_lock_duration_ms == 500
+
+
+def test_a_new_leader_loads_the_persisted_state_and_an_old_one_unloads_it():
+    old = ShareCoordinator(CONFIG)
+    join(old, "a")
+    old.set_offset_reset("g", "earliest")
+    old.share_partition("g", TID, 0, 0, 10)
+    old.acquire("g", "a", TID, 0, [(0, 9)], 500, 0)
+    old.acknowledge("g", "a", TID, 0, [(0, 3, [AckType.ACCEPT])])
+    persisted = old.partitions[("g", TID, 0)].state()
+    old.unload_partition(("g", TID, 0))                     # leadership moved away
+    assert ("g", TID, 0) not in old.partitions
+    old.unload_group("g")
+    assert old.describe("g") is None
+    new = ShareCoordinator(CONFIG)
+    new.load_partition(("g", TID, 0), persisted)
+    assert new.partitions[("g", TID, 0)].fetch_offset(10) == 4   # 4-9 acquired only: available again
+    assert new.list_groups() == [], "loading a share-partition does not make a group"
+
+
+def test_delete_in_a_cluster_tombstones_every_partition_the_members_were_assigned():
+    c = ShareCoordinator(CONFIG)
+    join(c, "a")                                  # assigned t-0 and t-1; only t-0 led here
+    c.share_partition("g", TID, 0, 0, 0)
+    c.leave("g", "a")
+    out = c.delete_group("g", assigned=True)
+    keys = [decode_key(k) for k, v in out.records if v is None]
+    assert sorted(k.partition for k in keys) == [0, 1] and len(out.records) == 2

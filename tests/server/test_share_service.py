@@ -18,13 +18,13 @@ def test_batch_bounds_reads_offsets_and_the_control_bit_of_each_whole_batch():
     assert batch_bounds(data[:-1]) == [(0, 2, False, len(first))]      # a cut batch is left out
 
 
-def test_share_groups_are_served_by_default_and_not_when_turned_off_or_in_a_cluster(tmp_path):
+def test_share_groups_are_served_by_default_and_in_a_cluster_and_not_when_turned_off(tmp_path):
     def config(**extra):
         return load_broker_config(None, {"log.dirs": str(tmp_path), **extra})
     assert enabled(config())
     assert not enabled(config(**{"group.share.enable": "false"}))
     assert not enabled(config(**{"group.coordinator.rebalance.protocols": "classic"}))
-    assert not enabled(config(**{"zookeeper.connect": "127.0.0.1:2181"}))
+    assert enabled(config(**{"zookeeper.connect": "127.0.0.1:2181"}))
 
 
 def _batch(base: int, values, *, producer_id=-1, transactional=False, control=False) -> bytearray:
