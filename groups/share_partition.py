@@ -278,3 +278,11 @@ def share_lag(sp: SharePartition, high_watermark: int) -> int:
     acknowledged or archived above the start offset."""
     done = sum(1 for offset, rec in sp.records.items() if offset < high_watermark and rec.state in TERMINAL)
     return max(0, high_watermark - sp.spso - done)
+
+
+def persisted_lag(state: ShareState, high_watermark: int) -> int:
+    """``share_lag`` from persisted state (what a share coordinator holds): acknowledged and
+    archived batches above the start offset are delivery-complete."""
+    done = sum(max(0, min(b.last_offset + 1, high_watermark) - max(b.first_offset, state.start_offset))
+               for b in state.batches if b.delivery_state in (P_ACKNOWLEDGED, P_ARCHIVED))
+    return max(0, high_watermark - state.start_offset - done)

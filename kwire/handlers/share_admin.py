@@ -1,6 +1,13 @@
 """DescribeShareGroupOffsets (90, v0-1): where each share-partition of a share group starts,
 and (v1, KIP-1226) its lag.
 
+On a single node the share-partitions are this broker's.  In a cluster the request goes to
+the group's coordinator (NOT_COORDINATOR elsewhere), which reads each share-partition's
+persisted state from its share coordinator without a leader epoch (so no leader is fenced;
+Kafka uses ReadShareGroupStateSummary for this), and counts the lag against its own replica's
+high watermark: on a follower that trails the leader's by up to a fetch
+(``replica.fetch.wait.max.ms``), so a lag just after a produce may read low for that long.
+
 The start offset is the share-partition start offset (SPSO): every record below it is
 delivery-complete (acknowledged or archived).  The lag counts the records from the SPSO up
 to the high watermark that are not delivery-complete yet.  A partition the group has not
@@ -13,8 +20,8 @@ group), DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED on its partition
 """
 from __future__ import annotations
 
-from kwire.codecs.errors import ErrorCode
-from kwire.groups.share_partition import share_lag
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.share_partition import persisted_lag, share_lag
 
 from ..registry import handles
 from ..share_service import enabled
@@ -33,7 +40,19 @@ def _partition(index: int, error: ErrorCode = ErrorCode.NONE, start: int = UNKNO
             "error_code": int(error), "error_message": None}
 
 
-def _describe_topic(ctx, name: str, partitions, states: dict, refused: set) -> dict:
+async def _state_of(ctx, key, plog) -> tuple[int, int]:
+    """(start offset, lag) of the share-partition ``key``; (-1, -1) when it has none."""
+    shares = ctx.broker.shares
+    if ctx.broker.cluster is None:
+        sp = shares.coordinator.partitions.get(key)
+        return (UNKNOWN, UNKNOWN) if sp is None else (sp.spso, share_lag(sp, plog.high_watermark))
+    state = await shares.persister.read(key, -1)
+    if state is None or state.start_offset < 0:
+        return UNKNOWN, UNKNOWN
+    return state.start_offset, persisted_lag(state, plog.high_watermark)
+
+
+async def _describe_topic(ctx, group_id: str, name: str, partitions, refused: set) -> dict:
     topic = ctx.broker.logs.get(name)
     topic_id = topic.topic_id if topic is not None else None
     entries = []
@@ -42,39 +61,56 @@ def _describe_topic(ctx, name: str, partitions, states: dict, refused: set) -> d
             entries.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         elif topic is None or not 0 <= index < len(topic.partitions):
             entries.append(_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        elif (topic_id, index) not in states:
-            entries.append(_partition(index))               # not read by the group yet
         else:
             plog = topic.partitions[index]
-            sp = states[(topic_id, index)]
-            entries.append(_partition(index, start=sp.spso, epoch=max(plog.leader_epoch, 0),
-                                      lag=share_lag(sp, plog.high_watermark)))
+            try:
+                start, lag = await _state_of(ctx, (group_id, topic_id, index), plog)
+            except KafkaApiError as exc:
+                entries.append(_partition(index, exc.code))
+                continue
+            known = start >= 0
+            entries.append(_partition(index, start=start, epoch=max(plog.leader_epoch, 0) if known else UNKNOWN,
+                                      lag=lag))
     return {"topic_name": name, "topic_id": topic_id, "partitions": entries}
 
 
-def _describe_group(ctx, group) -> dict:
+def _share_partitions(ctx, group_id: str) -> dict[str, list[int]]:
+    """topic name -> partitions of the group's share-partitions: those this broker holds and,
+    in a cluster, those its members were assigned."""
+    coordinator = ctx.broker.shares.coordinator
+    keys = set(coordinator.start_offsets(group_id))
+    group = coordinator.describe(group_id)
+    if group is not None:
+        keys |= set(group.assigned)
+    by_name: dict[str, list[int]] = {}
+    for topic_id, index in keys:
+        topic = ctx.broker.logs.topics_by_id.get(topic_id)
+        if topic is not None:
+            by_name.setdefault(topic.name, []).append(index)
+    return {name: sorted(parts) for name, parts in sorted(by_name.items())}
+
+
+async def _describe_group(ctx, group) -> dict:
     shares = ctx.broker.shares
+    error = {"group_id": group.group_id, "topics": [], "error_message": None}
     if denied(ctx, DESCRIBE, GROUP, group.group_id):
-        return {"group_id": group.group_id, "topics": [],
-                "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "error_message": None}
+        return dict(error, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    try:
+        ctx.broker.groups.check_owner(group.group_id)
+    except KafkaApiError as exc:
+        return dict(error, error_code=int(exc.code), error_message=exc.message)
     if not _is_share_group(shares, group.group_id):
-        return {"group_id": group.group_id, "topics": [], "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                "error_message": f"Group {group.group_id} is not a share group."}
-    states = shares.coordinator.start_offsets(group.group_id)
+        return dict(error, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    error_message=f"Group {group.group_id} is not a share group.")
     if group.topics is None:                         # every share-partition the group has
-        by_name: dict[str, list[int]] = {}
-        for topic_id, index in sorted(states, key=lambda k: (str(k[0]), k[1])):
-            topic = ctx.broker.logs.topics_by_id.get(topic_id)
-            if topic is not None:
-                by_name.setdefault(topic.name, []).append(index)
-        wanted = sorted(by_name.items())
+        wanted = list(_share_partitions(ctx, group.group_id).items())
     else:
         wanted = [(t.topic_name, list(t.partitions)) for t in group.topics]
     refused = set(unauthorized(ctx, DESCRIBE, TOPIC, [name for name, _ in wanted])) if acls_on(ctx) else set()
     return {"group_id": group.group_id, "error_code": 0, "error_message": None,
-            "topics": [_describe_topic(ctx, name, parts, states, refused) for name, parts in wanted]}
+            "topics": [await _describe_topic(ctx, group.group_id, name, parts, refused) for name, parts in wanted]}
 
 
 @handles(90, 0, 1, enabled=enabled)
 async def handle_describe_share_group_offsets(ctx, request):
-    return {"throttle_time_ms": 0, "groups": [_describe_group(ctx, g) for g in request.groups or ()]}
+    return {"throttle_time_ms": 0, "groups": [await _describe_group(ctx, g) for g in request.groups or ()]}
