@@ -52,8 +52,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   read_committed     isolation.level=read_committed against a Java transactional producer
  *                      (committed, aborted, non-transactional and open transactions)
  *
- * Group members poll on threads of their own (Member) and commitSync after every poll that
- * returned records; a check waits for a condition on what the members saw, at most WAIT_MS.
+ * Group members poll on threads of their own (Member, also used by JcConsumerProtocol for
+ * group.protocol=consumer) and commitSync after every poll that returned records and on
+ * revocation; a check waits for a condition on what the members saw, at most WAIT_MS.
  */
 public final class JcConsumer {
     static final long BASE = 1_700_000_000_000L;
@@ -263,8 +264,13 @@ public final class JcConsumer {
             Map<String, String> cfg = new HashMap<>(extra);
             cfg.put(ConsumerConfig.GROUP_ID_CONFIG, group);
             cfg.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
-            cfg.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "300");
-            cfg.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+            // group.protocol=consumer (KIP-848): the broker sets the heartbeat interval and the
+            // session timeout, and the client refuses both keys
+            boolean classic = !"consumer".equals(cfg.get(ConsumerConfig.GROUP_PROTOCOL_CONFIG));
+            if (classic) {
+                cfg.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "300");
+                cfg.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+            }
             this.consumer = consumer(bootstrap, cfg);
             this.consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                 @Override
@@ -278,7 +284,10 @@ public final class JcConsumer {
 
                 @Override
                 public void onPartitionsAssigned(Collection<TopicPartition> tps) {
-                    events.add(List.of("assigned", sorted(tps)));
+                    // a KIP-848 member is called with nothing new at every reconciliation
+                    if (classic || !tps.isEmpty()) {
+                        events.add(List.of("assigned", sorted(tps)));
+                    }
                     owned.addAll(tps);
                 }
 
