@@ -21,6 +21,7 @@ cluster Kafka reports 0 unless DESCRIBE on the cluster is allowed.  An API missi
 from __future__ import annotations
 
 import enum
+import itertools
 from typing import NamedTuple
 
 from kwire.codecs.errors import ErrorCode
@@ -242,16 +243,22 @@ def cluster_gate(authorizer: Authorizer, api_key: int, version: int, principal: 
     it).  A dispatcher can run this before every handler.  Raises KeyError for an unmapped
     api_key.
     """
+    gated = list(itertools.takewhile(_gated, checks(api_key, version)))
     skip_next = False
-    for check in checks(api_key, version):
-        if check.resource_type is not R.CLUSTER or check.when is not W.ALWAYS or check.by_resource_type:
-            return None
+    for i, check in enumerate(gated):
         if skip_next:
             skip_next = False
             continue
+        if check.denied is D.FALLBACK and i + 1 == len(gated):
+            return None           # it only lets a check the handler makes pass: the handler asks
         allowed = authorizer.authorize(principal, host, check.operation, R.CLUSTER, CLUSTER_NAME)
         if check.denied is D.FALLBACK:
             skip_next = allowed
         elif check.denied is D.REQUEST and not allowed:
             return check.error
     return None
+
+
+def _gated(check: AclCheck) -> bool:
+    """An unconditional check on the cluster itself, which cluster_gate can make."""
+    return check.resource_type is R.CLUSTER and check.when is W.ALWAYS and not check.by_resource_type

@@ -539,3 +539,22 @@ def test_checks_per_api(api_key, version, expected):
 ])
 def test_cluster_gate(acls, api_key, version, error):
     assert cluster_gate(authorizer(*acls), api_key, version, "User:alice", H1) == error
+
+
+@pytest.mark.parametrize("api_key, version, asked", [
+    (19, 7, []),                        # CreateTopics: the handler asks CREATE on the cluster itself
+    (23, 4, []),                        # OffsetForLeaderEpoch: the handler asks CLUSTER_ACTION
+    (27, 1, [Op.ALTER, Op.CLUSTER_ACTION]),     # WriteTxnMarkers: the fallback decides the gate
+    (30, 3, [Op.ALTER]),
+])
+def test_cluster_gate_asks_only_what_decides_the_gate(api_key, version, asked):
+    """A cluster check that only lets the handler's own check pass is left to the handler, which
+    makes it: asked in the gate as well, it was evaluated twice per request."""
+    class Counting(Authorizer):
+        def authorize(self, principal, host, operation, resource_type, name):
+            calls.append(operation)
+            return super().authorize(principal, host, operation, resource_type, name)
+    calls = []
+    base = authorizer()
+    cluster_gate(Counting(base.config, base.store), api_key, version, "User:alice", H1)
+    assert calls == asked
