@@ -2,9 +2,13 @@
 
 ``ShareCoordinator`` takes each request as plain values with ``now_ms`` and returns a
 ``ShareOutcome``: the ``__share_group_state`` records to append (key, value) before the
-caller answers, and the call's own result.  ``replay`` rebuilds the share-partitions from
-those records at start-up; membership is not persisted (members heartbeat again and are
-re-admitted, as in Kafka after a coordinator move their epoch restarts).
+caller answers, the ``__consumer_offsets`` records of the group (``group_records``, Kafka's
+share-group record types of ``share_group_records``) and the call's own result.  ``replay``
+rebuilds the share-partitions from the first at start-up, ``replay_group_record`` the group,
+its epoch, members and assignments from the second (at start-up, or when this broker becomes
+the group's coordinator); a replayed member's session timer starts at load time, as in
+Kafka, so a member that keeps heartbeating carries on with its member id and epoch and one
+that does not expires.
 
 Group states follow ``GROUP_TRANSITIONS``: EMPTY -> STABLE when a member joins, STABLE ->
 EMPTY when the last one leaves or expires, EMPTY -> DEAD when deleted.  The assignor is
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from kwire.codecs.errors import ErrorCode
 
 from .share_partition import InvalidRecordState, InvalidRequest, PartitionLimits, SharePartition
+from .share_persistence import SharePersistenceMixin, member_state
 from .share_records import SNAPSHOT_KEY, decode_key, decode_value, encode_key, encode_snapshot
 
 
@@ -53,6 +58,7 @@ class ShareMember:
     rack_id: str | None
     deadline_ms: int
     assignment: tuple = ()        # ((topic_id, topic, (partitions...)), ...)
+    previous_epoch: int = 0
 
 
 @dataclass
@@ -64,6 +70,8 @@ class ShareGroup:
     # every (topic_id, partition) assigned since this coordinator loaded the group: in a cluster
     # the share-partitions whose state DeleteGroups deletes (their leaders may be other brokers)
     assigned: set = field(default_factory=set)
+    # topic name -> (topic id, partitions) of the topics assigned (Kafka's subscription metadata)
+    subscription_metadata: dict = field(default_factory=dict)
 
     def move(self, target: ShareGroupState) -> None:
         if target is not self.state and target not in GROUP_TRANSITIONS[self.state]:
@@ -85,6 +93,7 @@ class HeartbeatResult:
 class ShareOutcome:
     records: list = field(default_factory=list)   # (key, value) for __share_group_state
     result: object = None
+    group_records: list = field(default_factory=list)   # Record for __consumer_offsets
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,7 @@ class Topic:
     partitions: int
 
 
-class ShareCoordinator:
+class ShareCoordinator(SharePersistenceMixin):
     def __init__(self, config: ShareConfig):
         self.config = config
         self.groups: dict[str, ShareGroup] = {}
@@ -114,8 +123,8 @@ class ShareCoordinator:
             return self.leave(group_id, member_id, release)
         if group is None:
             if member_epoch != 0:
-                # Kafka answers GROUP_ID_NOT_FOUND, fatal to librdkafka; kwire does not persist
-                # membership, so after a restart this is a member to re-admit: it rejoins on this
+                # Kafka answers GROUP_ID_NOT_FOUND, fatal to librdkafka; a group unknown here
+                # (deleted, or its records lost) has a member to re-admit: it rejoins on this
                 return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
                                                            message=f"Group {group_id} has no member {member_id}."))
             if len([g for g in self.groups.values() if g.state is not D]) >= self.config.max_groups:
@@ -123,6 +132,7 @@ class ShareCoordinator:
                                                            message="The share group limit is reached."))
             group = self.groups[group_id] = ShareGroup(group_id)
         member = group.members.get(member_id)
+        old_epoch, old_state = group.epoch, member_state(member)     # what the records compare
         if member_epoch == 0:
             if member is None:
                 if len(group.members) >= self.config.max_size:
@@ -147,11 +157,12 @@ class ShareCoordinator:
         changed = assignment != member.assignment or member_epoch == 0
         if changed:
             member.assignment = assignment
+            member.previous_epoch = member.epoch
             member.epoch = max(member.epoch + 1, group.epoch)
             group.assigned.update((topic_id, p) for topic_id, _, parts in assignment for p in parts)
         return ShareOutcome(result=HeartbeatResult(
             ErrorCode.NONE, member.member_id, member.epoch, self.config.heartbeat_interval_ms,
-            assignment if changed else None))
+            assignment if changed else None), group_records=self._member_records(group, member, old_epoch, old_state))
 
     def leave(self, group_id: str, member_id: str, release: bool = True) -> ShareOutcome:
         """The member leaves (heartbeat epoch -1).  ``release`` False keeps its acquired records
@@ -160,17 +171,18 @@ class ShareCoordinator:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return ShareOutcome(result=HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id, -1))
-        records = self._remove_member(group, member_id, release)
-        return ShareOutcome(records, HeartbeatResult(ErrorCode.NONE, member_id, -1))
+        removed = self._remove_member(group, member_id, release)
+        return ShareOutcome(removed.records, HeartbeatResult(ErrorCode.NONE, member_id, -1), removed.group_records)
 
-    def _remove_member(self, group: ShareGroup, member_id: str, release: bool = True) -> list:
+    def _remove_member(self, group: ShareGroup, member_id: str, release: bool = True) -> ShareOutcome:
         del group.members[member_id]
         group.epoch += 1
         if not group.members:
             group.move(E)
+        group_records = self._removal_records(group, member_id, group.epoch - 1)
         if not release:
-            return []
-        return self.release_member(group.group_id, member_id).records
+            return ShareOutcome(group_records=group_records)
+        return ShareOutcome(self.release_member(group.group_id, member_id).records, group_records=group_records)
 
     def release_member(self, group_id: str, member_id: str) -> ShareOutcome:
         """The member's acquired records become available again (its share session closed,
@@ -188,15 +200,17 @@ class ShareCoordinator:
     def tick(self, now_ms: int) -> ShareOutcome:
         """Expire members past their session timeout and acquisition locks past their deadline.
         Result: the (group_id, member_id) of the members expired."""
-        records, expired = [], []
+        records, expired, group_records = [], [], []
         for group in list(self.groups.values()):
             for member in [m for m in group.members.values() if m.deadline_ms <= now_ms]:
-                records += self._remove_member(group, member.member_id)
+                removed = self._remove_member(group, member.member_id)
+                records += removed.records
+                group_records += removed.group_records
                 expired.append((group.group_id, member.member_id))
         for key, sp in self.partitions.items():
             if sp.expire_locks(now_ms):
                 records.append(self._snapshot(key, sp))
-        return ShareOutcome(_last_per_key(records), expired)
+        return ShareOutcome(_last_per_key(records), expired, group_records)
 
     # -- share-partitions ---------------------------------------------------------------
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, log_start_offset: int,
@@ -296,7 +310,8 @@ class ShareCoordinator:
     def delete_group(self, group_id: str, assigned: bool = False) -> ShareOutcome:
         """Result: an ErrorCode.  Only an empty group is deleted, with its share-partitions'
         state (tombstones): those here, and with ``assigned`` (a cluster, where other brokers
-        lead some) those of every partition its members were assigned."""
+        lead some) those of every partition its members were assigned; ``group_records``: the
+        tombstones of the group's own records."""
         group = self.groups.get(group_id)
         if group is None or group.state is D:
             return ShareOutcome(result=ErrorCode.GROUP_ID_NOT_FOUND)
@@ -313,9 +328,17 @@ class ShareCoordinator:
         for key in sorted(keys, key=lambda k: (str(k[1]), k[2])):
             self.partitions.pop(key, None)
             records.append((encode_key(SNAPSHOT_KEY, *key), None))
-        return ShareOutcome(records, ErrorCode.NONE)
+        return ShareOutcome(records, ErrorCode.NONE, self._deletion_records(group))
 
     # -- start-up ------------------------------------------------------------------------
+    @staticmethod
+    def _new_group(group_id: str) -> ShareGroup:
+        return ShareGroup(group_id)
+
+    @staticmethod
+    def _new_member(member_id: str) -> ShareMember:
+        return ShareMember(member_id, 0, (), "", "", None, 0)
+
     def replay(self, key: bytes, value: bytes | None) -> None:
         k = decode_key(key)
         if k is None:
