@@ -57,6 +57,7 @@ class Broker:
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cleaner = CleanerService(config, self.logs, self.clock)
         self.shares = ShareService(config, self.logs, self.clock)       # share groups (KIP-932)
+        self.shares.attach_groups(self.groups)           # their records go to __consumer_offsets
         self.acls = AclService(config, config.log_dirs[0])
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
         self.cluster = None          # a ClusterNode when zookeeper.connect is set

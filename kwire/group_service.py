@@ -28,6 +28,7 @@ from kwire.groups.assignors import ASSIGNORS, assignor_names
 from kwire.groups.results import (
     ConsumerGroupConfig, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult,
 )
+from kwire.groups.share_group_records import is_share_key
 
 from .blocking import create_topic, run_blocking
 from .clock import Clock
@@ -100,6 +101,9 @@ class GroupService:
         # whose groups it coordinates; None on a single node, which coordinates every group.
         self.owned: set[int] | None = None
         self.cluster = None
+        # share groups' records (KIP-932) are replayed by the share coordinator:
+        # (key, value, now_ms) -> bool, set by ShareService.attach_groups
+        self.share_replay = None
 
     # -- cluster mode: coordination follows the offsets partitions' leadership -------------
     def check_owner(self, group_id: str) -> None:
@@ -283,6 +287,7 @@ class GroupService:
         topic.internal = True
         count = 0
         n = len(topic.partitions)
+        now_ms = self.clock.now_ms()            # replayed share members' sessions start now
         for index, plog in enumerate(topic.partitions) if partitions is None else (
                 (topic.partitions.index(p), p) for p in partitions):
             here = lambda g, index=index: self.coordinator.partition_for(g, n) == index  # noqa: E731
@@ -290,6 +295,9 @@ class GroupService:
                 if batch.is_control_batch:          # a transaction's marker: its offsets count or vanish
                     commit = record.key is not None and len(record.key) >= 4 and record.key[3] == 1
                     self.coordinator.replay_marker(batch.producer_id, commit, here)
+                elif self.share_replay is not None and is_share_key(record.key):
+                    self.share_replay(record.key, record.value, now_ms)
+                    count += 1
                 else:
                     self.coordinator.replay(record.key, record.value,
                                             batch.producer_id if batch.is_transactional else None)

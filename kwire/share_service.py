@@ -42,6 +42,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.coordinator import partition_for
+from kwire.groups.results import Outcome
 from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCoordinator, Topic
 from kwire.groups.share_partition import PartitionLimits
 from kwire.groups.share_records import decode_key, decode_value
@@ -146,6 +147,13 @@ class ShareService:
         self.persister: Persister | None = None
         self.epochs: dict[tuple, int] = {}      # loaded share-partition -> its leader epoch then
         self._load_lock = trio.Lock()
+        self.groups = None      # the GroupService: the groups' records go to its __consumer_offsets
+
+    def attach_groups(self, groups) -> None:
+        """Share groups' records are written to ``__consumer_offsets`` by ``groups`` (a
+        GroupService, with its acks and flushes) and replayed from it with its other records."""
+        self.groups = groups
+        groups.share_replay = self.coordinator.replay_group_record
 
     # -- cluster mode ----------------------------------------------------------------------
     def attach_cluster(self, broker) -> None:
@@ -312,10 +320,12 @@ class ShareService:
                 t = self.logs.get(name)
                 if t is not None:
                     topics[name] = Topic(name, t.topic_id, len(t.partitions))
+        await self._offsets_topic(group_id)      # first: the call and its records' append are one step
         # a member leaving with its share session open: the session's close settles its records
         outcome = self.coordinator.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, topics,
                                              client_id, client_host, self.clock.now_ms(),
                                              release=(group_id, member_id) not in self.sessions)
+        await self._apply_group(outcome.group_records)
         await self._apply(outcome.records)
         return outcome.result
 
@@ -445,13 +455,30 @@ class ShareService:
     # -- admin ---------------------------------------------------------------------------------
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
+        await self._offsets_topic(group_id)
         outcome = self.coordinator.delete_group(group_id, assigned=self.cluster is not None)
+        await self._apply_group(outcome.group_records)
         await self._apply(outcome.records)
         if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
             await self.group_configs.alter(group_id, [], False, False)
         return outcome.result
 
     # -- outcomes and timers -----------------------------------------------------------------
+    async def _offsets_topic(self, group_id: str) -> None:
+        """Before a call that writes the group's records: ``__consumer_offsets`` exists (single
+        node: created on first use) and this broker coordinates the group (else NOT_COORDINATOR)."""
+        if self.groups is not None:
+            await self.groups.offsets_topic()
+            self.groups.check_owner(group_id)
+
+    async def _apply_group(self, records: list) -> None:
+        """Append the groups' records to ``__consumer_offsets`` as the group coordinator
+        appends its own (flushed per policy; in a cluster, acks=all) before the answer."""
+        if records and self.groups is not None:
+            if self.logs.get(OFFSETS_TOPIC) is None:
+                await self.groups.offsets_topic()
+            await self.groups.apply(Outcome(records=records))
+
     async def _apply(self, records: list) -> dict:
         """Persist the records (single node: append; cluster: the persister), then wake the
         parked fetches; returns the share-partitions not persisted (cluster mode) with why."""
@@ -474,6 +501,7 @@ class ShareService:
             outcome = self.coordinator.tick(self.clock.now_ms())
             for key in outcome.result:          # a member gone silent: its share session goes too
                 self.sessions.pop(key, None)
+            await self._apply_group(outcome.group_records)
             await self._apply(outcome.records)
             if self.cluster is not None:
                 async with self._lock:

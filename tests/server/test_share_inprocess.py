@@ -23,6 +23,10 @@ SHARE_KEYS = {76, 77, 78, 79}
 async def setup(client, broker, group="g", topic="t"):
     with real_time():
         await create_topic(client, topic)
+    # no worker-thread file work under the mock clock: the topic the group's records go to is
+    # made here (the heartbeat would create it)
+    if broker.logs.get("__consumer_offsets") is None:
+        broker.logs.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
     r = await client.call(HEARTBEAT, 1, group_id=group, member_id="m-1", member_epoch=0, rack_id=None,
                           subscribed_topic_names=[topic])
     assert r.error_code == 0 and r.member_epoch > 0
@@ -171,6 +175,7 @@ def test_with_an_authorizer_share_apis_need_the_group_and_the_topics(tmp_path):
         async with connected(tmp_path, **ACLS) as (broker, client):
             await create_topics(client, broker, "t", "secret")
             broker.logs.create_topic("__share_group_state", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
+            broker.logs.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
             broker.shares.coordinator.set_offset_reset("g", "earliest")
             beat = dict(group_id="g", member_id="m-1", member_epoch=0, rack_id=None, subscribed_topic_names=["t"])
             assert (await client.call(HEARTBEAT, 1, **beat)).error_code == E.GROUP_AUTHORIZATION_FAILED
