@@ -5,6 +5,7 @@ accepted is delivered again, whatever dies.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -287,9 +288,17 @@ def test_the_group_config_and_the_share_state_survive_a_broker_kill(tmp_path):
     assert sorted(got) == list(range(5)), "share.auto.offset.reset=earliest kept across the restart"
 
 
+def share_describe(port: int, group: str):
+    """ShareGroupDescribe v1 of one group, on a new connection."""
+    describe_cls = messages.API_CLASSES[77]
+    return RawClient(port).call(describe_cls[0](version=1, group_ids=[group], include_authorized_operations=False),
+                                describe_cls[1]).groups[0]
+
+
 def test_a_running_share_consumer_carries_on_across_a_broker_kill(tmp_path):
-    """Membership is not persisted: after the restart the consumer's heartbeat is answered
-    UNKNOWN_MEMBER_ID and it rejoins, opening a new share session, with no record lost."""
+    """Membership is persisted in __consumer_offsets: after the restart the consumer's heartbeat
+    is accepted with its member id and epoch (its share session, per broker as in Kafka, is
+    opened again), with no record lost and none accepted delivered again."""
     with BrokerProcess(tmp_path, properties={"group.share.record.lock.duration.ms": 1000}) as broker:
         bootstrap = broker.bootstrap
         topic = new_topic(bootstrap)
@@ -304,12 +313,65 @@ def test_a_running_share_consumer_carries_on_across_a_broker_kill(tmp_path):
         try:
             produce(bootstrap, topic, 5)
             poll_until({"c": consumer}, lambda: len(got) >= 5, on_message=accept)
+            before = share_describe(broker.port, "survivor")
             broker.kill()
             broker.start()
+            after_load = share_describe(broker.port, "survivor")
             produce(bootstrap, topic, 5)
             poll_until({"c": consumer}, lambda: len(got) >= 10, timeout=40, on_message=accept)
+            after = share_describe(broker.port, "survivor")
         finally:
             consumer.close()
+    assert sorted(got) == list(range(10))
+    members = lambda d: [(m.member_id, m.member_epoch) for m in d.members]     # noqa: E731
+    assert len(before.members) == 1
+    assert (after_load.group_state, after_load.group_epoch, members(after_load)) == (
+        "Stable", before.group_epoch, members(before)), "the group and its member are loaded"
+    assert (after.group_epoch, members(after)) == (before.group_epoch, members(before)), \
+        "the member carried on: no rejoin, no new epoch"
+
+
+def test_an_empty_share_group_survives_a_restart_with_its_epoch(tmp_path, capsys):
+    """A share group whose consumer has left is still listed (type share, Empty) after the
+    broker restarts, by ListGroups and by ``kwire groups list``; its epoch carries on."""
+    from kwire.tools.groups import main as groups_main
+    with BrokerProcess(tmp_path) as broker:
+        bootstrap, group = broker.bootstrap, "left-behind"
+        topic = new_topic(bootstrap)
+        earliest(bootstrap, group)
+        produce(bootstrap, topic, 5)
+        consumer = share_consumer(bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+        got: list[int] = []
+
+        def accept(_n, c, msg):
+            c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            c.commit_sync()            # answered: persisted
+            got.append(msg.offset())
+        try:
+            poll_until({"c": consumer}, lambda: len(got) >= 5, on_message=accept)
+        finally:
+            consumer.close()
+        before = share_describe(broker.port, group)
+        assert before.group_state == "Empty"
+        broker.stop()
+        broker.start()
+        listed = RawClient(broker.port).call(ListGroupsRequest[5](states_filter=[], types_filter=["share"]),
+                                             ListGroupsResponse)
+        assert [(g.group_type, g.group_state) for g in listed.groups if g.group_id == group] == [("share", "Empty")]
+        capsys.readouterr()
+        assert groups_main(["list", "--output", "json", "--bootstrap-server", bootstrap]) == 0
+        assert {"group": group, "type": "share", "state": "Empty", "protocol_type": "share"} \
+            in json.loads(capsys.readouterr().out)
+        after = share_describe(broker.port, group)
+        assert (after.error_code, after.group_state, after.group_epoch, after.members) == (
+            0, "Empty", before.group_epoch, [])
+        produce(bootstrap, topic, 5)
+        again = share_consumer(bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+        try:
+            poll_until({"c": again}, lambda: len(got) >= 10, on_message=accept)
+            assert share_describe(broker.port, group).group_epoch > before.group_epoch      # not restarted
+        finally:
+            again.close()
     assert sorted(got) == list(range(10))
 
 
