@@ -294,3 +294,68 @@ def test_delete_groups_deletes_the_state_on_every_share_coordinator(cluster_fact
             time.sleep(0.5)
     earliest()                           # DeleteGroups deletes the group's configs too
     assert sorted(read_all()) == sorted((p, o) for p in range(3) for o in range(20))
+
+
+def test_the_new_coordinator_loads_the_share_group_after_a_kill_9_of_the_old_one(cluster_factory):
+    """The group's records are in its __consumer_offsets partition: when the coordinator's
+    broker is killed (-9), the next leader of that partition describes the group with its
+    epoch and member, and the consumer carries on with them (a rejoin would bump the epochs),
+    never getting an accepted record again."""
+    from tests.cluster.test_groups import coordinator_of
+    from tests.support.counting import wait_for
+    from tests.support.raw_client import RawClient
+    from kwire.codecs import messages
+    cluster = share_cluster(cluster_factory)
+    topic, group = f"share-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, rf=3)
+    wait_full_isrs(cluster.zookeeper.connect, topic)
+    describe_cls = messages.API_CLASSES[77]
+
+    def describe(node):
+        client = RawClient(cluster.broker(node).port)
+        try:
+            return client.call(describe_cls[0](version=1, group_ids=[group], include_authorized_operations=False),
+                               describe_cls[1]).groups[0]
+        finally:
+            client.close()
+
+    consumer = share_consumer(cluster.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    accepted: list[int] = []
+
+    def consume(n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(accepted) < n and time.monotonic() < deadline:
+            for m in consumer.poll(0.2) or []:
+                if m.error() is None:
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                    accepted.append(m.offset())
+            try:
+                consumer.commit_sync(5)
+            except Exception:          # noqa: BLE001 - a partition leader or share coordinator moving
+                pass
+    try:
+        passing = share_consumer(cluster.bootstrap, group, topic)      # joins and leaves: the group
+        warm_up({"c": consumer, "passing": passing})                     # epoch moves past a fresh one's
+        passing.close()
+        produce(cluster.bootstrap, topic, 20, 1)
+        consume(20, 30)
+        assert sorted(accepted) == list(range(20))
+        coordinator = coordinator_of(cluster.broker(1).bootstrap, group)
+        before = describe(coordinator)
+        assert before.error_code == 0 and len(before.members) == 1, before
+        assert before.group_epoch > before.members[0].member_epoch, "a rejoin would not give this epoch"
+        others = [b for b in cluster.brokers if b != coordinator]
+        cluster.kill(coordinator)
+        new = wait_for(lambda: (c := coordinator_of(cluster.broker(others[0]).bootstrap, group)) in others and c,
+                       30, "a new coordinator")
+        loaded = wait_for(lambda: (d := describe(new)).error_code == 0 and d, 30, "the group at its new coordinator")
+        assert (loaded.group_epoch, [(m.member_id, m.member_epoch) for m in loaded.members]) == (
+            before.group_epoch, [(m.member_id, m.member_epoch) for m in before.members])
+        produce(cluster.live_bootstrap(), topic, 20, 1, start=20)
+        consume(40, 60)
+        after = describe(new)
+    finally:
+        consumer.close()
+    assert sorted(set(accepted)) == list(range(40)) and len(accepted) == 40, "an accepted record came again"
+    assert (after.group_epoch, [(m.member_id, m.member_epoch) for m in after.members]) == (
+        before.group_epoch, [(m.member_id, m.member_epoch) for m in before.members]), "no rejoin"

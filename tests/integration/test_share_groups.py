@@ -311,9 +311,13 @@ def test_a_running_share_consumer_carries_on_across_a_broker_kill(tmp_path):
             c.commit_sync()
             got.append(msg.offset())
         try:
+            passing = share_consumer(bootstrap, "survivor", topic)     # joins and leaves: the group
+            poll_until({"c": consumer, "passing": passing}, lambda: False, timeout=2)    # epoch moves on
+            passing.close()
             produce(bootstrap, topic, 5)
             poll_until({"c": consumer}, lambda: len(got) >= 5, on_message=accept)
             before = share_describe(broker.port, "survivor")
+            assert before.group_epoch > before.members[0].member_epoch, "a rejoin would not give this epoch"
             broker.kill()
             broker.start()
             after_load = share_describe(broker.port, "survivor")
