@@ -268,7 +268,7 @@ class ShareCoordinator(SharePersistenceMixin):
         self.partitions.pop(key, None)
 
     def unload_group(self, group_id: str) -> None:
-        """Forget a group (its members) another broker coordinates now; its members rejoin there."""
+        """Forget a group (its members) another broker coordinates now; it replays the group's records."""
         self.groups.pop(group_id, None)
 
     # -- admin --------------------------------------------------------------------------

@@ -5,7 +5,11 @@ Handlers make one call per API (``heartbeat``, ``fetch``, ``acknowledge``, ``des
 (and flushed when its flush policy says so) before the caller answers, so an
 acknowledgement the client saw answered survives a kill -9; the topic is replayed at
 start-up.  Acquisitions are not written (as in Kafka): after a crash, records that were
-acquired and not acknowledged are delivered again.
+acquired and not acknowledged are delivered again.  The group's own records (its epoch,
+members and assignments: ``ShareOutcome.group_records``) go to the group's
+``__consumer_offsets`` partition through the GroupService, as its own records do, before
+the answer; the GroupService replays them into the share coordinator with the rest of
+that partition (``attach_groups``).
 
 A timer task ticks the coordinator every ``TICK_S``: members past their session timeout
 leave (their records are released) and acquisition locks past their deadline end.  Records
@@ -169,7 +173,7 @@ class ShareService:
     def follow_leadership(self, cluster) -> None:
         """Drop the share-partitions of the partitions this broker no longer leads (a new
         leader loads their persisted state), the share groups of the __consumer_offsets
-        partitions it no longer leads (their members rejoin the new coordinator), and follow
+        partitions it no longer leads (the new coordinator replays them), and follow
         the leadership of the __share_group_state partitions as their share coordinator."""
         led = set(cluster.replicas.leaders)
         for key in [k for k in self.coordinator.partitions if self._data_tp(k) not in led]:
