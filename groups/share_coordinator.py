@@ -340,6 +340,7 @@ class ShareCoordinator(SharePersistenceMixin):
         return ShareMember(member_id, 0, (), "", "", None, 0)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one ``__share_group_state`` record (value None: tombstone) at start-up."""
         k = decode_key(key)
         if k is None:
             return
@@ -355,7 +356,8 @@ class ShareCoordinator(SharePersistenceMixin):
             if state.start_offset >= 0:
                 sp.skip_to(state.start_offset)
             sp.apply_batches(state.batches)
-        self.groups.setdefault(k.group_id, ShareGroup(k.group_id))
+        # the group itself comes from its __consumer_offsets records (replay_group_record), not
+        # from here: an older snapshot of a deleted group's share-partition would bring it back
 
 
 def _last_per_key(records: list) -> list:

@@ -196,3 +196,12 @@ def test_an_undecodable_or_foreign_record_is_skipped_not_fatal(caplog):
         again.replay_group_record(key, value, 0)
     assert snapshot(again) == snapshot(c)
     assert "skipping undecodable share group record" in caplog.text
+
+
+def test_random_values_under_every_share_key_never_raise():
+    rng = random.Random(11)
+    c = ShareCoordinator(CONFIG)
+    keys = [share_key(t, "g") for t in (9, 11, 12, 15)] + [share_key(t, "g", "m") for t in (10, 13, 14)]
+    for _ in range(2000):
+        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        c.replay_group_record(rng.choice(keys), rng.choice([junk, b"\x00\x00" + junk, None]), 0)

@@ -376,6 +376,17 @@ def test_an_empty_share_group_survives_a_restart_with_its_epoch(tmp_path, capsys
             assert share_describe(broker.port, group).group_epoch > before.group_epoch      # not restarted
         finally:
             again.close()
+        # DeleteGroups (once the member's leave is in) writes tombstones: gone after a restart too
+        admin, deadline = AdminClient({"bootstrap.servers": bootstrap}), time.monotonic() + 10
+        while admin.delete_consumer_groups([group])[group].exception(10) is not None:
+            assert time.monotonic() < deadline, "DeleteGroups kept failing"
+            time.sleep(0.2)
+        broker.kill()
+        broker.start()
+        assert share_describe(broker.port, group).error_code == 69      # GROUP_ID_NOT_FOUND
+        listed = RawClient(broker.port).call(ListGroupsRequest[5](states_filter=[], types_filter=[]),
+                                             ListGroupsResponse)
+        assert group not in [g.group_id for g in listed.groups]
     assert sorted(got) == list(range(10))
 
 
