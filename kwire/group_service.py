@@ -136,7 +136,8 @@ class GroupService:
         """JoinGroup; returns when this member's join phase ends.  Cancel-safe (the answer is dropped)."""
         self.check_owner(request.group_id)
         return await self._parked(request.group_id, JoinResult,
-                                  lambda ticket, now: self.coordinator.join_group(ticket, request, now))
+                                  lambda ticket, now: self.coordinator.join_group(ticket, request, now,
+                                                                                 self.topic_metadata()))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
         """SyncGroup; a follower returns when the leader has synced.  Cancel-safe (the answer is dropped)."""
