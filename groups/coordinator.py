@@ -139,11 +139,11 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, 
             fx.complete(ticket, JoinResult(E.INVALID_GROUP_ID, member_id=member_id))
         elif not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             fx.complete(ticket, JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
-        elif group is None and member_id:
-            fx.complete(ticket, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
         elif req.group_id in self._consumer_groups and self._consumer_groups[req.group_id].members:
             # A mixed group: the caller becomes a classic member of the consumer group.
             self._classic_join_to_consumer(fx, ticket, req, self._consumer_groups[req.group_id], topics)
+        elif group is None and member_id:
+            fx.complete(ticket, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
         else:
             if req.group_id in self._consumer_groups:      # empty: it becomes a classic group
                 self._delete_consumer_group(fx, self._consumer_groups[req.group_id], keep_offsets=True)

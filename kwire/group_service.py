@@ -91,6 +91,7 @@ class GroupService:
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
             offsets_retention_ms=config.offsets_retention_ms,
+            max_size=config.value_of("group.max.size"),
             consumer=consumer_group_config(config)))
         self._tickets = itertools.count(1)
         self._waiting: dict[int, _Waiter] = {}
