@@ -17,10 +17,8 @@ with each call and compared on every heartbeat (Kafka refreshes it on a timer);
 regular expressions are Python ``re`` full matches resolved synchronously (Kafka:
 RE2/J, resolved asynchronously and stored as records of type 16); an invalid
 regex is INVALID_REQUEST (Kafka 4.x: INVALID_REGULAR_EXPRESSION, which kafka-python's
-error table lacks); classic members in a consumer group (mixed groups) and the online
-upgrade of a non-empty classic group are not implemented: a JoinGroup on a
-non-empty consumer group is INCONSISTENT_GROUP_PROTOCOL, a heartbeat on a non-empty
-classic group GROUP_ID_NOT_FOUND; empty groups convert either way.
+error table lacks).  Classic members in a consumer group (mixed groups) and the online
+upgrade and downgrade are in ``mixed_groups``; empty groups convert either way.
 """
 from __future__ import annotations
 
@@ -436,7 +434,8 @@ class ConsumerGroupsMixin:
             return ConsumerGroupDescription(E.GROUP_ID_NOT_FOUND, message, group_id)
         members = tuple(ConsumerMemberDescription(
             m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-            m.subscribed_topic_names, m.subscribed_topic_regex, dict(m.assigned), dict(group.target.get(m.member_id, {})))
+            m.subscribed_topic_names, m.subscribed_topic_regex, dict(m.assigned), dict(group.target.get(m.member_id, {})),
+            m.classic is not None)
             for m in group.members.values())
         return ConsumerGroupDescription(E.NONE, None, group_id, group.update_state().value, group.group_epoch,
                                         group.assignment_epoch, self._assignor_of(group), members)

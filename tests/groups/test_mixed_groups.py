@@ -72,6 +72,7 @@ def test_a_consumer_member_upgrades_a_classic_group_and_shares_its_partitions():
     mine = decode_assignment(s.assignment)["t1"]
     assert s.error is E.NONE and len(mine) == 2
     assert d.heartbeat(c1, j.generation_id) is E.NONE
+    assert {m.member_id: m.classic for m in d.c.consumer_group_describe("g").members} == {c1: True, "a": False}
     r = d.hb("a", r.member_epoch, [])
     assert set(parts(r)) == set(range(4)) - mine                      # disjoint, together all
     d.holders()
