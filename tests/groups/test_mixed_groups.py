@@ -3,6 +3,8 @@ member, its classic member served from the target assignment, the downgrade when
 consumer-protocol member leaves, the migration policy, and replay of a mixed group."""
 from __future__ import annotations
 
+import struct
+
 from kwire.codecs.errors import ErrorCode as E
 from kwire.groups import GroupCoordinator, JoinRequest, OffsetCommit, SyncRequest
 from kwire.groups.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
@@ -42,17 +44,12 @@ class Mixed(Driver):
         self.log.extend(out.records)
         return out.result
 
-    def classic_group(self, members=1):
-        """A Stable classic group g whose leader was given all of t1."""
-        ids = []
-        for _ in range(members):
-            ids.append(self.join().member_id)
-        r = self.join(ids[0]) if members > 1 else None
+    def classic_group(self):
+        """A Stable classic group g of one member, given all of t1."""
+        leader = self.join().member_id
         gen = self.c._groups["g"].generation_id
-        leader = ids[0]
-        assignment = encode_assignment(0, {"t1": frozenset(range(4))})
-        sync = self.sync(leader, gen, [(leader, assignment)])
-        assert sync.error is E.NONE, r
+        sync = self.sync(leader, gen, [(leader, encode_assignment(0, {"t1": frozenset(range(4))}))])
+        assert sync.error is E.NONE
         return leader, gen
 
 
@@ -150,3 +147,55 @@ def test_classic_joins_to_a_consumer_group():
     d2 = Mixed(max_size=1)
     d2.hb("a")
     assert d2.join().error is E.GROUP_MAX_SIZE_REACHED
+
+
+def _sub_v1(topics, owned):
+    """A v1 ConsumerProtocolSubscription (owned partitions), as cooperative clients send."""
+    s = lambda t: struct.pack(">h", len(t)) + t.encode()  # noqa: E731
+    body = struct.pack(">hi", 1, len(topics)) + b"".join(s(t) for t in topics) + struct.pack(">i", -1)
+    return body + struct.pack(">i", len(owned)) + b"".join(
+        s(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps) for t, ps in owned.items())
+
+
+def test_a_cooperative_classic_member_revokes_before_others_get_its_partitions():
+    d = Mixed()
+    c1, gen = d.classic_group()
+    r = d.hb("a")
+
+    def join(owned):
+        d.ticket += 1
+        out = d.c.join_group(d.ticket, JoinRequest(
+            group_id="g", member_id=c1, protocol_type="consumer", protocols=(("cooperative-sticky",
+                                                                                 _sub_v1(["t1"], owned)),),
+            session_timeout_ms=SESSION, rebalance_timeout_ms=SESSION, client_id="k", api_version=5), d.now, d.topics)
+        d.log.extend(out.records)
+        return dict(out.completed)[d.ticket]
+    j = join({"t1": [0, 1, 2, 3]})                     # still owns everything: it must revoke first
+    g = d.group()
+    assert g.members[c1].state.name == "UNREVOKED_PARTITIONS" and j.generation_id == gen
+    s = d.sync(c1, j.generation_id)
+    kept = decode_assignment(s.assignment)["t1"]
+    assert s.error is E.NONE and len(kept) == 2
+    assert d.heartbeat(c1, j.generation_id) is E.REBALANCE_IN_PROGRESS
+    d.hb("a", r.member_epoch, [])
+    assert g.members["a"].assigned == {}                                # not released yet
+    j = join({"t1": sorted(kept)})
+    assert g.members[c1].state.name == "STABLE" and j.generation_id == g.group_epoch
+    assert set(parts(d.hb("a", r.member_epoch, []))) == set(range(4)) - kept
+
+
+def test_consumer_protocol_codec_raises_only_group_record_error():
+    import random
+    from kwire.groups import GroupRecordError
+    from kwire.groups.consumer_protocol import decode_subscription
+    sub = decode_subscription(_sub_v1(["t1", "t2"], {"t1": [3, 1]}))
+    assert sub.version == 1 and sub.topics == ("t1", "t2") and sub.owned == (("t1", (3, 1)),)
+    assert decode_assignment(encode_assignment(3, {"t": frozenset({2, 0})})) == {"t": frozenset({0, 2})}
+    rng = random.Random(7)
+    for _ in range(2000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(24)))
+        for decode in (decode_subscription, decode_assignment):
+            try:
+                decode(data)
+            except GroupRecordError:
+                pass
