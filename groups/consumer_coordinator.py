@@ -151,6 +151,7 @@ class ConsumerGroupsMixin:
             updated.rebalance_timeout_ms = req.rebalance_timeout_ms
         updated.client_id, updated.client_host = req.client_id, req.client_host
         updated.classic = None          # a classic member rejoining with the consumer protocol
+        updated.join_deadline_ms = updated.sync_deadline_ms = None
         is_new = member_id not in group.members
         reconciled = self._consumer_member_update(fx, group, member, updated, is_new, topics, req.owned)
         reconciled.session_deadline_ms = fx.now_ms + cfg.session_timeout_ms
@@ -390,7 +391,8 @@ class ConsumerGroupsMixin:
         if self._consumer_unscheduled:
             return 0
         ats = [at for g in self._consumer_groups.values() for m in g.members.values()
-               for at in (m.session_deadline_ms, m.rebalance_deadline_ms) if at is not None]
+               for at in (m.session_deadline_ms, m.rebalance_deadline_ms, m.join_deadline_ms, m.sync_deadline_ms)
+               if at is not None]
         ats += [at for g in self._consumer_groups.values() if (at := self._removal_deadline(g)) is not None]
         return min(ats, default=None)
 
@@ -409,7 +411,7 @@ class ConsumerGroupsMixin:
                 expired = member.session_deadline_ms is not None and member.session_deadline_ms <= fx.now_ms
                 late = (member.rebalance_deadline_ms is not None and member.rebalance_deadline_ms <= fx.now_ms
                         and member.state is MemberState.UNREVOKED_PARTITIONS)
-                if expired or late:
+                if expired or late or self._classic_timed_out(member, fx.now_ms):
                     self._fence_or_downgrade(fx, group, member)
                     if group.group_id not in self._consumer_groups:
                         break           # downgraded to a classic group

@@ -77,6 +77,10 @@ class ConsumerMember:
     # A classic member (JoinGroup/SyncGroup/Heartbeat) of a mixed group: its session timeout and
     # JoinGroup protocols (Kafka's ClassicMemberMetadata); None for a consumer-protocol member.
     classic: ClassicMetadata | None = None
+    # Kafka's timers of a classic member, not persisted: it must rejoin within its rebalance
+    # timeout once told to, and sync within it after joining, or it is fenced.
+    join_deadline_ms: int | None = None
+    sync_deadline_ms: int | None = None
 
     def subscription_key(self) -> tuple:
         return (self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.rack_id,

@@ -26,10 +26,12 @@ Kafka's rules (GroupMetadataManager, trunk of late 2024):
   group (generation = group epoch, each member's target assignment as its assignment) and
   a rebalance starts.
 
-Not done: the join and sync timeouts Kafka schedules for classic members (a classic member
-that heartbeats but never rejoins keeps its partitions until its session ends), the downgrade
-when a classic static member replaces the last consumer-protocol one, and one group-epoch
-bump per LeaveGroup batch (kwire bumps per member).
+A classic member told to rejoin must do so within its rebalance timeout, and one that joined
+must sync within it, or it is fenced (Kafka's join and sync timeouts; like Kafka's timers they
+are not persisted).
+
+Not done: the downgrade when a classic static member replaces the last consumer-protocol one,
+and one group-epoch bump per LeaveGroup batch (kwire bumps per member).
 """
 from __future__ import annotations
 
@@ -188,6 +190,8 @@ class MixedGroupsMixin:
         reconciled = self._consumer_member_update(fx, group, member, updated, member.member_id not in group.members,
                                                   topics, owned)
         reconciled.session_deadline_ms = fx.now_ms + req.session_timeout_ms
+        reconciled.join_deadline_ms = None
+        reconciled.sync_deadline_ms = fx.now_ms + max(req.rebalance_timeout_ms, 0)
         return JoinResult(E.NONE, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE, req.protocols[0][0], "",
                           reconciled.member_id, False, [])
 
@@ -241,9 +245,11 @@ class MixedGroupsMixin:
         if error is None and group.group_epoch > member.member_epoch \
                 and member.state is not MemberState.UNREVOKED_PARTITIONS:
             error = E.REBALANCE_IN_PROGRESS
+            self._expect_rejoin(fx, member)
         if error is not None:
             fx.complete(ticket, SyncResult(error))
             return
+        member.sync_deadline_ms = None
         member.session_deadline_ms = fx.now_ms + member.classic.session_timeout_ms
         fx.touch(group.group_id)
         names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
@@ -265,8 +271,19 @@ class MixedGroupsMixin:
         fx.touch(group.group_id)
         if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS or (
                 member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member)):
+            self._expect_rejoin(fx, member)
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
+
+    @staticmethod
+    def _expect_rejoin(fx: Effects, member: ConsumerMember) -> None:
+        """Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent."""
+        if member.join_deadline_ms is None:
+            member.join_deadline_ms = fx.now_ms + max(member.rebalance_timeout_ms, 0)
+
+    @staticmethod
+    def _classic_timed_out(member: ConsumerMember, now_ms: int) -> bool:
+        return any(at is not None and at <= now_ms for at in (member.join_deadline_ms, member.sync_deadline_ms))
 
     @staticmethod
     def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerMember) -> bool:

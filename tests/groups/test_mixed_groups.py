@@ -199,3 +199,22 @@ def test_consumer_protocol_codec_raises_only_group_record_error():
                 decode(data)
             except GroupRecordError:
                 pass
+
+
+def test_a_classic_member_that_does_not_rejoin_or_sync_in_time_is_fenced():
+    d = Mixed()
+    c1, gen = d.classic_group()
+    r = d.hb("a")
+    assert d.heartbeat(c1, gen) is E.REBALANCE_IN_PROGRESS            # rejoin within the rebalance timeout
+    d.now = SESSION * 6 // 10
+    assert d.heartbeat(c1, gen) is E.REBALANCE_IN_PROGRESS            # its session is alive, but
+    r = d.hb("a", r.member_epoch, [])
+    d.tick(SESSION)
+    assert list(d.group().members) == ["a"]                           # it did not rejoin in time
+    j = d.join()
+    assert j.error is E.NONE
+    d.now = SESSION + SESSION * 6 // 10
+    d.heartbeat(j.member_id, j.generation_id)
+    d.hb("a", d.group().members["a"].member_epoch, [])
+    d.tick(2 * SESSION)
+    assert list(d.group().members) == ["a"]                           # joined but never synced
