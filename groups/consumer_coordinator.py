@@ -17,10 +17,8 @@ with each call and compared on every heartbeat (Kafka refreshes it on a timer);
 regular expressions are Python ``re`` full matches resolved synchronously (Kafka:
 RE2/J, resolved asynchronously and stored as records of type 16); an invalid
 regex is INVALID_REQUEST (Kafka 4.x: INVALID_REGULAR_EXPRESSION, which kafka-python's
-error table lacks); classic members in a consumer group (mixed groups) and the online
-upgrade of a non-empty classic group are not implemented: a JoinGroup on a
-non-empty consumer group is INCONSISTENT_GROUP_PROTOCOL, a heartbeat on a non-empty
-classic group GROUP_ID_NOT_FOUND; empty groups convert either way.
+error table lacks).  Classic members in a consumer group (mixed groups) and the online
+upgrade and downgrade are in ``mixed_groups``; empty groups convert either way.
 """
 from __future__ import annotations
 
@@ -106,12 +104,16 @@ class ConsumerGroupsMixin:
             raise Refused(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
                                                   f"Supported assignors: {', '.join(cfg.assignors)}.")
 
-    def _consumer_group_or_refuse(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _consumer_group_or_refuse(self, group_id: str, create: bool, topics: Topics | None = None) -> ConsumerGroup:
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and not self._offsets_only(classic):
+            if create and classic.members:
+                upgraded = self._upgraded(classic, topics or {})     # Kafka's online upgrade
+                if upgraded is not None:
+                    return upgraded
             if not create or classic.members or classic.pending_members:
                 raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         elif not create:
@@ -125,7 +127,7 @@ class ConsumerGroupsMixin:
 
     def _consumer_heartbeat(self, fx: Effects, req: ConsumerHeartbeat, topics: Topics) -> ConsumerHeartbeatResult:
         cfg = self.config.consumer
-        group = self._consumer_group_or_refuse(req.group_id, req.member_epoch == 0)
+        group = self._consumer_group_or_refuse(req.group_id, req.member_epoch == 0, topics)
         if len(group.members) >= cfg.max_size and (not req.member_id or req.member_id not in group.members):
             # Kafka's check, before the member id is made; a static member rejoining under a new id counts as new
             raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
@@ -148,7 +150,21 @@ class ConsumerGroupsMixin:
         if req.rebalance_timeout_ms != -1:
             updated.rebalance_timeout_ms = req.rebalance_timeout_ms
         updated.client_id, updated.client_host = req.client_id, req.client_host
+        updated.classic = None          # a classic member rejoining with the consumer protocol
+        updated.join_deadline_ms = updated.sync_deadline_ms = None
         is_new = member_id not in group.members
+        reconciled = self._consumer_member_update(fx, group, member, updated, is_new, topics, req.owned)
+        reconciled.session_deadline_ms = fx.now_ms + cfg.session_timeout_ms
+        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                                         and req.owned is not None)
+        send = full or reconciled.assigned != member.assigned or is_new
+        return ConsumerHeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
+                                       cfg.heartbeat_interval_ms, dict(reconciled.assigned) if send else None)
+
+    def _consumer_member_update(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember,
+                                updated: ConsumerMember, is_new: bool, topics: Topics, owned) -> ConsumerMember:
+        """Kafka's steps 1-3 of a heartbeat (or of a classic member's JoinGroup): store the member,
+        bump the group epoch on a changed subscription, recompute the target assignment, reconcile."""
         bump = is_new or (updated.subscribed_topic_names, updated.subscribed_topic_regex, updated.server_assignor) != (
             member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
         if is_new or updated.subscription_key() != member.subscription_key():
@@ -167,15 +183,10 @@ class ConsumerGroupsMixin:
                              encode_group_epoch(group.group_epoch)))
         if group.group_epoch > group.assignment_epoch:
             self._update_target(fx, group)
-        reconciled = self._reconcile(fx, group, updated, req.owned, fx.now_ms)
-        reconciled.session_deadline_ms = fx.now_ms + cfg.session_timeout_ms
+        reconciled = self._reconcile(fx, group, updated, owned, fx.now_ms)
         group.update_state()
         fx.touch(group.group_id)
-        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                                         and req.owned is not None)
-        send = full or reconciled.assigned != member.assigned or is_new
-        return ConsumerHeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
-                                       cfg.heartbeat_interval_ms, dict(reconciled.assigned) if send else None)
+        return reconciled
 
     def _member_for(self, group: ConsumerGroup, member_id: str, req: ConsumerHeartbeat):
         """The member a heartbeat speaks for, and the static member it replaces (or None)."""
@@ -231,7 +242,9 @@ class ConsumerGroupsMixin:
         """A new consumer group; an empty classic group of the id is converted (its metadata
         record tombstoned, its offsets kept), as Kafka's maybeDeleteEmptyClassicGroup."""
         classic = self._groups.get(group.group_id)
-        if classic is not None and not self._offsets_only(classic):
+        if classic is not None and classic.members:
+            self._write_upgrade(fx, group)
+        elif classic is not None and not self._offsets_only(classic):
             fx.append(Record(group.group_id, group_key(group.group_id), None))
             classic.generation_id = 0
             classic.protocol_type = classic.protocol_name = classic.leader_id = None
@@ -300,7 +313,7 @@ class ConsumerGroupsMixin:
     def _member_record(group_id: str, m: ConsumerMember) -> Record:
         return Record(group_id, consumer_key(MEMBER_METADATA, group_id, m.member_id), encode_member_metadata(
             MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-                           m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)))
+                           m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)))
 
     @staticmethod
     def _assignment_record(group_id: str, m: ConsumerMember) -> Record:
@@ -338,7 +351,7 @@ class ConsumerGroupsMixin:
                 group.update_state()
                 fx.touch(group.group_id)
                 return ConsumerHeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH, 0)
-        self._fence(fx, group, member)
+        self._fence_or_downgrade(fx, group, member)
         return ConsumerHeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, 0)
 
     def _fence(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -367,7 +380,7 @@ class ConsumerGroupsMixin:
             group = self._consumer_groups.get(group_id)
             for m in group.members.values() if group else ():
                 if m.session_deadline_ms is None:
-                    m.session_deadline_ms = fx.now_ms + self.config.consumer.session_timeout_ms
+                    m.session_deadline_ms = fx.now_ms + self._session_timeout_of(m)
             if group is not None and not group.members and group.empty_since_ms is None:
                 group.empty_since_ms = fx.now_ms
         self._consumer_unscheduled.clear()
@@ -378,7 +391,8 @@ class ConsumerGroupsMixin:
         if self._consumer_unscheduled:
             return 0
         ats = [at for g in self._consumer_groups.values() for m in g.members.values()
-               for at in (m.session_deadline_ms, m.rebalance_deadline_ms) if at is not None]
+               for at in (m.session_deadline_ms, m.rebalance_deadline_ms, m.join_deadline_ms, m.sync_deadline_ms)
+               if at is not None]
         ats += [at for g in self._consumer_groups.values() if (at := self._removal_deadline(g)) is not None]
         return min(ats, default=None)
 
@@ -397,8 +411,12 @@ class ConsumerGroupsMixin:
                 expired = member.session_deadline_ms is not None and member.session_deadline_ms <= fx.now_ms
                 late = (member.rebalance_deadline_ms is not None and member.rebalance_deadline_ms <= fx.now_ms
                         and member.state is MemberState.UNREVOKED_PARTITIONS)
-                if expired or late:
-                    self._fence(fx, group, member)
+                if expired or late or self._classic_timed_out(member, fx.now_ms):
+                    self._fence_or_downgrade(fx, group, member)
+                    if group.group_id not in self._consumer_groups:
+                        break           # downgraded to a classic group
+            if group.group_id not in self._consumer_groups:
+                continue
             removal = self._removal_deadline(group)
             if removal is not None and removal <= fx.now_ms:
                 self._delete_consumer_group(fx, group)
@@ -418,7 +436,8 @@ class ConsumerGroupsMixin:
             return ConsumerGroupDescription(E.GROUP_ID_NOT_FOUND, message, group_id)
         members = tuple(ConsumerMemberDescription(
             m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-            m.subscribed_topic_names, m.subscribed_topic_regex, dict(m.assigned), dict(group.target.get(m.member_id, {})))
+            m.subscribed_topic_names, m.subscribed_topic_regex, dict(m.assigned), dict(group.target.get(m.member_id, {})),
+            m.classic is not None)
             for m in group.members.values())
         return ConsumerGroupDescription(E.NONE, None, group_id, group.update_state().value, group.group_epoch,
                                         group.assignment_epoch, self._assignor_of(group), members)
@@ -474,6 +493,7 @@ class ConsumerGroupsMixin:
                 member.subscribed_topic_names, member.subscribed_topic_regex = (
                     v.subscribed_topic_names, v.subscribed_topic_regex)
                 member.rebalance_timeout_ms, member.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+                member.classic = v.classic
                 member.session_deadline_ms = None
                 group.add(member)
                 self._consumer_unscheduled.add(gid)

@@ -18,6 +18,8 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from .consumer_records import ClassicMetadata
+
 Assignment = dict  # topic_id (uuid.UUID) -> frozenset of partitions
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -72,10 +74,17 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_deadline_ms: int | None = None      # None until the first clock after a replay
     rebalance_deadline_ms: int | None = None    # set while partitions await revocation
+    # A classic member (JoinGroup/SyncGroup/Heartbeat) of a mixed group: its session timeout and
+    # JoinGroup protocols (Kafka's ClassicMemberMetadata); None for a consumer-protocol member.
+    classic: ClassicMetadata | None = None
+    # Kafka's timers of a classic member, not persisted: it must rejoin within its rebalance
+    # timeout once told to, and sync within it after joining, or it is fenced.
+    join_deadline_ms: int | None = None
+    sync_deadline_ms: int | None = None
 
     def subscription_key(self) -> tuple:
         return (self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.rack_id,
-                self.instance_id, self.client_id, self.client_host, self.rebalance_timeout_ms)
+                self.instance_id, self.client_id, self.client_host, self.rebalance_timeout_ms, self.classic)
 
     def matches(self, topic: str) -> bool:
         """Whether the member subscribes ``topic`` by name or regex (Python ``re`` full match;

@@ -17,7 +17,8 @@ Keys                                          Values (int16 version 0, then)
                                                  [int32 partition, [rack string]]]
  5 MemberMetadata            group, member      instance_id?, rack_id?, client_id, client_host,
                                                  [subscribed topic name], regex?, int32 rebalance_timeout,
-                                                 server_assignor?; tag 0: classic member metadata (skipped)
+                                                 server_assignor?; tag 0: classic member metadata
+                                                 {int32 session_timeout, [name, compact bytes metadata]}
  6 TargetAssignmentMetadata  group              int32 assignment_epoch
  7 TargetAssignmentMember    group, member      [topic_id uuid, [int32 partition]]
  8 CurrentMemberAssignment   group, member      int32 member_epoch, int32 previous_member_epoch,
@@ -60,6 +61,15 @@ class MemberMetadata:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # Kafka's ClassicMemberMetadata (tagged field 0): a member that speaks the classic protocol
+    # (JoinGroup/SyncGroup) inside a consumer group; None for a consumer-protocol member.
+    classic: "ClassicMetadata | None" = None
+
+
+@dataclass(frozen=True)
+class ClassicMetadata:
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]     # (name, metadata), the JoinGroup's order
 
 
 @dataclass(frozen=True)
@@ -135,11 +145,24 @@ def encode_partition_metadata(topics: dict[str, tuple[uuid.UUID, int]]) -> bytes
                            for name, (tid, n) in sorted(topics.items())]))
 
 
+def _cbytes(b: bytes) -> bytes:
+    return _uvarint(len(b) + 1) + b
+
+
+def _classic(c: ClassicMetadata) -> bytes:
+    return INT32.pack(c.session_timeout_ms) + _carray(
+        [_cstring(name) + _cbytes(metadata) + NO_TAGS for name, metadata in c.protocols]) + NO_TAGS
+
+
 def encode_member_metadata(m: MemberMetadata) -> bytes:
-    return _value(b"".join((_cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id),
-                            _cstring(m.client_host), _carray([_cstring(t) for t in m.subscribed_topic_names]),
-                            _cstring(m.subscribed_topic_regex), INT32.pack(m.rebalance_timeout_ms),
-                            _cstring(m.server_assignor))))
+    body = b"".join((_cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id),
+                     _cstring(m.client_host), _carray([_cstring(t) for t in m.subscribed_topic_names]),
+                     _cstring(m.subscribed_topic_regex), INT32.pack(m.rebalance_timeout_ms),
+                     _cstring(m.server_assignor)))
+    if m.classic is None:
+        return _value(body)
+    tagged = _classic(m.classic)
+    return INT16.pack(VALUE_VERSION) + body + _uvarint(1) + _uvarint(0) + _uvarint(len(tagged)) + tagged
 
 
 def encode_target_member(a: Assignment) -> bytes:
@@ -237,9 +260,24 @@ def decode_member_metadata(value: bytes) -> MemberMetadata:
     r = _open(value)
     instance_id, rack_id, client_id, client_host = r.cstring(), r.cstring(), r.cstring(), r.cstring()
     names = tuple(r.cstring() for _ in range(r.carray()))
-    m = MemberMetadata(instance_id, rack_id, client_id or "", client_host or "", names, r.cstring(), r.int32(),
-                       r.cstring())
-    return _close(r, m)
+    regex, rebalance_timeout_ms, server_assignor = r.cstring(), r.int32(), r.cstring()
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        field = _FlexReader(bytes(r._take(size)))
+        if tag == 0:
+            session_timeout_ms = field.int32()
+            protocols = []
+            for _ in range(field.carray()):
+                name = field.cstring() or ""
+                protocols.append((name, bytes(field._take(field.uvarint() - 1))))
+                field.tags()
+            field.tags()
+            field.end()
+            classic = ClassicMetadata(session_timeout_ms, tuple(protocols))
+    r.end()
+    return MemberMetadata(instance_id, rack_id, client_id or "", client_host or "", names, regex,
+                          rebalance_timeout_ms, server_assignor, classic)
 
 
 def decode_target_member(value: bytes) -> Assignment:

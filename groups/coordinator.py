@@ -24,6 +24,7 @@ from .admin import AdminMixin
 from .consumer_coordinator import ConsumerGroupsMixin
 from .effects import Effects
 from .group import Group, GroupState, Member
+from .mixed_groups import MixedGroupsMixin
 from .offsets import OffsetsMixin
 from .persistence import PersistenceMixin
 from .records import parse_subscription
@@ -53,7 +54,8 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (h & 0x7FFFFFFF) % num_partitions
 
 
-class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, ConsumerGroupsMixin):
+class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, ConsumerGroupsMixin,
+                       MixedGroupsMixin):
     """All classic and KIP-848 consumer groups of this broker; one instance, driven by one task (not thread-safe)."""
 
     def __init__(self, config: GroupConfig | None = None, unique_id=None):
@@ -122,13 +124,14 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, 
         return group
 
     # ------------------------------------------------------------------ JoinGroup
-    def join_group(self, ticket: int, req: JoinRequest, now_ms: int) -> Outcome:
-        """JoinGroup; the ticket is completed now or when the join phase of the group ends."""
+    def join_group(self, ticket: int, req: JoinRequest, now_ms: int, topics: dict | None = None) -> Outcome:
+        """JoinGroup; the ticket is completed now or when the join phase of the group ends.
+        ``topics`` (name -> (topic id, partitions)) serves a classic member of a consumer group."""
         fx = self._begin(now_ms)
-        self._join(fx, ticket, req)
+        self._join(fx, ticket, req, topics)
         return self._finish(fx)
 
-    def _join(self, fx: Effects, ticket: int, req: JoinRequest) -> None:
+    def _join(self, fx: Effects, ticket: int, req: JoinRequest, topics: dict | None = None) -> None:
         cfg = self.config
         member_id = req.member_id
         group = self._groups.get(req.group_id) if req.group_id else None
@@ -136,11 +139,11 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, 
             fx.complete(ticket, JoinResult(E.INVALID_GROUP_ID, member_id=member_id))
         elif not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             fx.complete(ticket, JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
+        elif req.group_id in self._consumer_groups and self._consumer_groups[req.group_id].members:
+            # A mixed group: the caller becomes a classic member of the consumer group.
+            self._classic_join_to_consumer(fx, ticket, req, self._consumer_groups[req.group_id], topics)
         elif group is None and member_id:
             fx.complete(ticket, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
-        elif req.group_id in self._consumer_groups and self._consumer_groups[req.group_id].members:
-            # Kafka without mixed groups (3.7): a classic member cannot join a consumer group.
-            fx.complete(ticket, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         else:
             if req.group_id in self._consumer_groups:      # empty: it becomes a classic group
                 self._delete_consumer_group(fx, self._consumer_groups[req.group_id], keep_offsets=True)
@@ -386,6 +389,10 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, 
         return self._finish(fx)
 
     def _sync(self, fx: Effects, ticket: int, req: SyncRequest) -> None:
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None and consumer.members:
+            self._classic_sync_to_consumer(fx, ticket, req, consumer)
+            return
         group, error = self._check_generation(req.group_id, req.member_id, req.group_instance_id,
                                               req.generation_id)
         if group is not None and error is None:
@@ -435,6 +442,10 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, 
                   now_ms: int) -> Outcome:
         """Heartbeat; ``result`` is its ErrorCode.  A valid one pushes the member's session deadline back."""
         fx = self._begin(now_ms)
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is not None and consumer.members:
+            return self._finish(fx, self._classic_heartbeat_to_consumer(fx, consumer, generation_id, member_id,
+                                                                        group_instance_id))
         group, error = self._check_generation(group_id, member_id, group_instance_id, generation_id)
         if group is not None and error is None:
             if group.is_(EMPTY):
@@ -453,8 +464,12 @@ class GroupCoordinator(TimersMixin, PersistenceMixin, AdminMixin, OffsetsMixin, 
         ``result`` is a LeaveResult with one error per member."""
         fx = self._begin(now_ms)
         group = self._groups.get(group_id) if group_id else None
+        consumer = self._consumer_groups.get(group_id)
         if not group_id:
             result = LeaveResult(E.INVALID_GROUP_ID, [])
+        elif consumer is not None:
+            result = LeaveResult(E.NONE, [self._classic_leave_to_consumer(fx, consumer, member_id or "", instance_id)
+                                          for member_id, instance_id, _reason in members])
         elif group is None:
             result = LeaveResult(E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members))
         else:

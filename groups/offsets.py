@@ -123,6 +123,8 @@ class OffsetsMixin:
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch and member.classic is not None:
+            return E.ILLEGAL_GENERATION     # a classic member of a mixed group
         if member_epoch > member.member_epoch:
             return E.FENCED_MEMBER_EPOCH
         if member_epoch < member.member_epoch:

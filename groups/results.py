@@ -194,6 +194,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: dict
     target_assignment: dict
+    classic: bool = False        # a classic member of a mixed group
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ class GroupService:
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
             offsets_retention_ms=config.offsets_retention_ms,
+            max_size=config.value_of("group.max.size"),
             consumer=consumer_group_config(config)))
         self._tickets = itertools.count(1)
         self._waiting: dict[int, _Waiter] = {}
@@ -140,7 +141,8 @@ class GroupService:
         """JoinGroup; returns when this member's join phase ends.  Cancel-safe (the answer is dropped)."""
         self.check_owner(request.group_id)
         return await self._parked(request.group_id, JoinResult,
-                                  lambda ticket, now: self.coordinator.join_group(ticket, request, now))
+                                  lambda ticket, now: self.coordinator.join_group(ticket, request, now,
+                                                                                 self.topic_metadata()))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
         """SyncGroup; a follower returns when the leader has synced.  Cancel-safe (the answer is dropped)."""

@@ -22,7 +22,7 @@ from .authz_groups import DESCRIBE, GROUP, READ, denied
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 UNKNOWN_OPERATIONS = -2147483648
-MEMBER_TYPE_CONSUMER = 1
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1      # v1's MemberType (-1: unknown)
 
 
 def consumer_protocol_enabled(config) -> bool:
@@ -78,7 +78,8 @@ def _described(ctx, group_id: str, with_operations: bool) -> dict:
                          "subscribed_topic_regex": m.subscribed_topic_regex,
                          "assignment": _assignment(m.assignment, names),
                          "target_assignment": _assignment(m.target_assignment, names),
-                         "member_type": MEMBER_TYPE_CONSUMER} for m in d.members],
+                         "member_type": MEMBER_TYPE_CLASSIC if m.classic else MEMBER_TYPE_CONSUMER}
+                        for m in d.members],
             "authorized_operations": authz.operations(ctx, GROUP, group_id) if with_operations
             else UNKNOWN_OPERATIONS}
 

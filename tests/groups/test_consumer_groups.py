@@ -219,9 +219,10 @@ def test_regex_subscription_picks_up_a_new_topic():
 
 
 def test_classic_and_consumer_group_ids_refuse_each_other():
+    # Mixed groups (tests/groups/test_mixed_groups.py) take only the embedded consumer protocol.
     d = Driver()
     d.hb("a")
-    out = d.c.join_group(1, JoinRequest(group_id="g", protocol_type="consumer", protocols=(("range", b""),),
+    out = d.c.join_group(1, JoinRequest(group_id="g", protocol_type="connect", protocols=(("range", b""),),
                                         session_timeout_ms=10000, rebalance_timeout_ms=10000, api_version=5), 0)
     assert out.completed[0][1].error is E.INCONSISTENT_GROUP_PROTOCOL
     d.c.join_group(2, JoinRequest(group_id="classic", protocol_type="consumer", protocols=(("range", b""),),
@@ -313,9 +314,12 @@ def test_records_round_trip_and_reject_bad_bytes():
     assert cr.decode_epoch(cr.encode_group_epoch(7)) == 7
     assert cr.decode_consumer_key(cr.consumer_key(5, "g", "m")) == cr.ConsumerKey(5, "g", "m")
     assert cr.decode_consumer_key(cr.consumer_key(3, "g")) == cr.ConsumerKey(3, "g")
-    # Kafka's tag 0 (classic member metadata) is skipped
+    # Kafka's tag 0: classic member metadata; unknown tags are skipped
+    classic = cr.MemberMetadata("i", None, "client", "host", ("a",), None, 300, None,
+                                cr.ClassicMetadata(10000, (("range", b"\x00\x01"), ("roundrobin", b""))))
+    assert cr.decode_member_metadata(cr.encode_member_metadata(classic)) == classic
     encoded = cr.encode_member_metadata(m)
-    tagged = encoded[:-1] + b"\x01\x00\x03abc"
+    tagged = encoded[:-1] + b"\x01\x07\x03abc"
     assert cr.decode_member_metadata(tagged) == m
     for bad in (encoded[:-2], encoded + b"\x00"):
         with pytest.raises(GroupRecordError):
