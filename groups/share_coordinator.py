@@ -18,6 +18,7 @@ moves when its assignment changes; the group epoch when membership or a subscrip
 """
 from __future__ import annotations
 
+import base64
 import enum
 import uuid
 from dataclasses import dataclass, field, replace
@@ -104,6 +105,17 @@ class Topic:
     partitions: int
 
 
+def new_member_id() -> str:
+    """A member id as Kafka's coordinator makes one (``Uuid.randomUuid().toString()``): 16 random
+    bytes in URL-safe base64 without padding, never starting with '-'.  The Java client's v0
+    (which lets the coordinator choose) parses it back with ``Uuid.fromString`` for its share
+    sessions: any other form throws inside its heartbeat handling, and it never leaves JOINING."""
+    while True:
+        member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not member_id.startswith("-"):
+            return member_id
+
+
 class ShareCoordinator(SharePersistenceMixin):
     def __init__(self, config: ShareConfig):
         self.config = config
@@ -138,7 +150,7 @@ class ShareCoordinator(SharePersistenceMixin):
                 if len(group.members) >= self.config.max_size:
                     return ShareOutcome(result=HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                                                message=f"Share group {group_id} is full."))
-                member_id = member_id or uuid.uuid4().hex
+                member_id = member_id or new_member_id()
                 member = group.members[member_id] = ShareMember(member_id, 0, (), client_id, client_host,
                                                                 rack_id, 0)
                 group.epoch += 1

@@ -1,5 +1,9 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
-ShareAcknowledge (79), at version 1 (Kafka 4.1+'s first stable version, what librdkafka sends).
+ShareAcknowledge (79), at versions 0 (Kafka 4.0's early access: the Java 4.0 client's
+KafkaShareConsumer) and 1 (Kafka 4.1+'s first stable version, what librdkafka sends).  They differ
+in who names a member (v0: the coordinator, in Kafka's Uuid form, see ``new_member_id``; v1: the
+client) and in ShareFetch's limits (v0: PartitionMaxBytes; v1: MaxRecords, BatchSize and the
+response's AcquisitionLockTimeoutMs).
 
 Served by ``kwire.share_service``; advertised only when ``group.share.enable`` is true and
 ``share`` is in ``group.coordinator.rebalance.protocols``; in cluster mode membership is
@@ -42,7 +46,7 @@ def _classic_group_exists(ctx, group_id: str) -> bool:
         return False
 
 
-@handles(76, 1, 1, enabled=enabled)
+@handles(76, 0, 1, enabled=enabled)
 async def handle_share_group_heartbeat(ctx, request):
     shares = service(ctx)
     base = {"throttle_time_ms": 0, "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
@@ -74,7 +78,7 @@ async def handle_share_group_heartbeat(ctx, request):
             "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": assignment}
 
 
-@handles(77, 1, 1, enabled=enabled)
+@handles(77, 0, 1, enabled=enabled)
 async def handle_share_group_describe(ctx, request):
     shares = service(ctx)
     out = []
@@ -138,7 +142,7 @@ def _leader(ctx, topic_id, partition) -> dict:
     return {"leader_id": ctx.broker.node_id, "leader_epoch": max(epoch, 0)}
 
 
-@handles(78, 1, 1, enabled=enabled)
+@handles(78, 0, 1, enabled=enabled)
 async def handle_share_fetch(ctx, request):
     shares = service(ctx)
     base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": [],
@@ -146,6 +150,8 @@ async def handle_share_fetch(ctx, request):
     requested = [(_uuid(t.topic_id), [p.partition_index for p in t.partitions]) for t in request.topics or ()]
     forgotten = [(_uuid(t.topic_id), list(t.partitions)) for t in request.forgotten_topics_data or ()]
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
+    # v0 has no MaxRecords (0 there would mean "acknowledge only"): fetch as with it unset
+    max_records = request.max_records if ctx.api_version >= 1 else -1
     if denied(ctx, READ, GROUP, group_id):
         return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
     try:
@@ -174,11 +180,12 @@ async def handle_share_fetch(ctx, request):
         e["error_code"] = e["acknowledge_error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if session is None:                      # closing: acknowledge only, release the rest
         await shares.release_member(group_id, member_id)
-    elif request.max_records != 0 and not (refused and all(k[0] in refused for k in session.partitions)):
+    elif max_records != 0 and not (refused and all(k[0] in refused for k in session.partitions)):
         max_wait = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
         deadline = trio.current_time() + max_wait / 1000
         while True:
-            got = await _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused)
+            got = await _fetch_once(ctx, shares, group_id, member_id, session, request.max_bytes, max_records,
+                                    entry, refused)
             if got or trio.current_time() >= deadline or not shares.member_known(group_id, member_id):
                 break
             names = [(ctx.broker.logs.topics_by_id[tid].name, p) for tid, p in session.partitions
@@ -203,9 +210,10 @@ def _refused_topics(ctx, partitions) -> set:
     return {names[n] for n in unauthorized(ctx, READ, TOPIC, list(names))}
 
 
-async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry, refused=frozenset()) -> bool:
-    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
-    max_records = request.max_records if request.max_records > 0 else 500
+async def _fetch_once(ctx, shares, group_id, member_id, session, max_bytes: int, max_records: int, entry,
+                      refused=frozenset()) -> bool:
+    budget = max_bytes if max_bytes > 0 else 0x7FFFFFFF
+    max_records = max_records if max_records > 0 else 500
     got = False
     ordered = sorted(session.partitions, key=lambda k: (str(k[0]), k[1]))
     if ordered:                     # each fetch starts one partition further: none starves the rest
@@ -234,7 +242,7 @@ async def _fetch_once(ctx, shares, group_id, member_id, session, request, entry,
     return got
 
 
-@handles(79, 1, 1, enabled=enabled)
+@handles(79, 0, 1, enabled=enabled)
 async def handle_share_acknowledge(ctx, request):
     shares = service(ctx)
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch

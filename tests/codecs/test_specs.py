@@ -79,3 +79,43 @@ def test_consumer_group_describe_round_trips_and_member_type_is_v1_only(version)
     m = decoded.groups[0].members[0]
     assert (m.member_epoch, list(m.assignment.topic_partitions[0].partitions)) == (4, [1, 3])
     assert m.member_type == (1 if version == 1 else -1)
+
+
+@pytest.mark.parametrize("api_key", [76, 77, 78, 79])
+def test_the_share_apis_cover_version_0_and_1(api_key):
+    req_cls, resp_cls = messages.API_CLASSES[api_key]
+    assert (req_cls.min_version, req_cls.max_version) == (resp_cls.min_version, resp_cls.max_version) == (0, 1)
+
+
+def _share_fetch(version: int) -> bytes:
+    req_cls, _ = messages.API_CLASSES[78]
+    part_cls = req_cls.FetchTopic.FetchPartition
+    sizes = {"partition_max_bytes": 1048576} if version == 0 else {}
+    partition = part_cls(partition_index=2, acknowledgement_batches=[part_cls.AcknowledgementBatch(
+        first_offset=5, last_offset=6, acknowledge_types=[1, 2])], **sizes)
+    topic = req_cls.FetchTopic(topic_id="00000000-0000-0000-0000-000000000007", partitions=[partition])
+    extra = {"max_records": 50, "batch_size": 10} if version >= 1 else {}
+    return req_cls(version=version, group_id="g", member_id="m", share_session_epoch=1, max_wait_ms=500,
+                   min_bytes=1, max_bytes=52428800, topics=[topic], forgotten_topics_data=[],
+                   **extra).encode(version=version)
+
+
+def test_share_fetch_v0_has_partition_max_bytes_and_v1_max_records_and_batch_size():
+    v0, v1 = messages.decode_request(78, 0, _share_fetch(0), 0), messages.decode_request(78, 1, _share_fetch(1), 0)
+    assert v0.topics[0].partitions[0].partition_max_bytes == 1048576
+    assert (v1.max_records, v1.batch_size) == (50, 10)
+    for got in (v0, v1):
+        batch = got.topics[0].partitions[0].acknowledgement_batches[0]
+        assert (batch.first_offset, batch.last_offset, list(batch.acknowledge_types)) == (5, 6, [1, 2])
+    # v0 - v1: one int32 per partition, less two top-level int32s
+    assert len(_share_fetch(1)) - len(_share_fetch(0)) == 4
+
+
+def test_share_fetch_response_v0_has_no_acquisition_lock_timeout():
+    _, resp_cls = messages.API_CLASSES[78]
+    fields = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": 30000,
+              "responses": [], "node_endpoints": []}
+    v0, v1 = messages.encode_response(78, 0, fields), messages.encode_response(78, 1, fields)
+    assert len(v1) - len(v0) == 4
+    assert resp_cls.decode(v1, version=1).acquisition_lock_timeout_ms == 30000
+    assert resp_cls.decode(v0, version=0).error_code == 0

@@ -1,10 +1,11 @@
 """ShareCoordinator: membership by heartbeat, share-partitions, persistence records, replay."""
 from __future__ import annotations
 
+import base64
 import uuid
 
 from kwire.codecs.errors import ErrorCode
-from kwire.groups.share_coordinator import GROUP_TRANSITIONS, ShareConfig, ShareCoordinator, Topic
+from kwire.groups.share_coordinator import GROUP_TRANSITIONS, ShareConfig, ShareCoordinator, Topic, new_member_id
 from kwire.groups.share_partition import AckType, PartitionLimits
 from kwire.groups.share_records import decode_key
 
@@ -26,6 +27,16 @@ def test_every_member_gets_every_partition_and_the_group_is_stable():
     assert c.describe("g").state.value == "Stable" and b.heartbeat_interval_ms == 100
     again = c.heartbeat("g", "a", a.member_epoch, None, None, TOPICS, "client", "/h", 50).result
     assert again.error == ErrorCode.NONE and again.assignment is None     # unchanged: not sent again
+
+
+def test_a_member_joining_without_an_id_gets_one_in_kafkas_uuid_form():
+    """v0 (the Java 4.0 client) lets the coordinator choose, then parses it with Uuid.fromString;
+    v1 clients (librdkafka) bring their own, which is kept."""
+    c = ShareCoordinator(CONFIG)
+    named = join(c, "")
+    assert len(named.member_id) == 22 and len(base64.urlsafe_b64decode(named.member_id + "==")) == 16
+    assert c.is_member("g", named.member_id) and join(c, "own-id").member_id == "own-id"
+    assert not any(new_member_id().startswith("-") for _ in range(2000))
 
 
 def test_limits_and_unknown_members():

@@ -5,6 +5,8 @@ acknowledgement errors, and a ShareFetch long poll woken by new records.
 """
 from __future__ import annotations
 
+import base64
+
 import trio
 from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -53,16 +55,54 @@ def fetch(topic_id, epoch, acks=(), partitions=(0,), wait=0, member="m-1"):
                 topics=[FetchTopic(topic_id=topic_id, partitions=parts)], forgotten_topics_data=[])
 
 
-def test_share_apis_are_advertised_at_v1_unless_turned_off(tmp_path):
+def test_share_apis_are_advertised_at_v0_to_v1_unless_turned_off(tmp_path):
     async def scenario():
         async with connected(tmp_path / "on") as (_, client):
             r = await client.call(ApiVersionsRequest, 3, client_software_name="t", client_software_version="1")
             assert {(k.api_key, k.min_version, k.max_version) for k in r.api_keys if k.api_key in SHARE_KEYS} == {
-                (k, 1, 1) for k in SHARE_KEYS}
+                (k, 0, 1) for k in SHARE_KEYS}
         for off in ({"group.share.enable": "false"}, {"group.coordinator.rebalance.protocols": "classic,consumer"}):
             async with connected(tmp_path / str(len(off)) / next(iter(off)), **off) as (_, client):
                 r = await client.call(ApiVersionsRequest, 3, client_software_name="t", client_software_version="1")
                 assert not SHARE_KEYS & {k.api_key for k in r.api_keys}
+    run(scenario)
+
+
+def test_version_0_the_coordinator_names_the_member_and_fetch_has_no_max_records(tmp_path):
+    """The Java 4.0 client's v0: it joins with an empty member id and parses the one it gets as a
+    Kafka Uuid (22 characters of URL-safe base64); its ShareFetch has PartitionMaxBytes, no MaxRecords."""
+    async def scenario():
+        async with connected(tmp_path) as (broker, client):
+            with real_time():
+                await create_topic(client, "t")
+            broker.logs.create_topic("__share_group_state", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
+            broker.shares.coordinator.set_offset_reset("g", "earliest")
+            r = await client.call(HEARTBEAT, 0, group_id="g", member_id="", member_epoch=0, rack_id=None,
+                                  subscribed_topic_names=["t"])
+            member = r.member_id
+            assert r.error_code == 0 and r.member_epoch > 0 and len(member) == 22
+            assert base64.urlsafe_b64decode(member + "==") and not member.startswith("-")
+            tid = broker.logs.get("t").topic_id
+            assert [(tp.topic_id, list(tp.partitions)) for tp in r.assignment.topic_partitions] == [(tid, [0])]
+            again = await client.call(HEARTBEAT, 0, group_id="g", member_id=member, member_epoch=r.member_epoch,
+                                      rack_id=None, subscribed_topic_names=None)
+            assert (again.error_code, again.member_id, again.assignment) == (0, member, None)
+            append(broker, "t", [b"a", b"b"])
+            fields = fetch(tid, 0, member=member)
+            del fields["max_records"], fields["batch_size"]
+            for t in fields["topics"]:
+                for p in t.partitions:
+                    p.partition_max_bytes = 1 << 20
+            f = await client.call(FETCH, 0, **fields)
+            part = f.responses[0].partitions[0]
+            assert f.error_code == 0
+            assert [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records] == [(0, 1, 1)]
+            a = await client.call(ACK, 0, group_id="g", member_id=member, share_session_epoch=1, topics=[
+                AckTopic(topic_id=tid, partitions=[AckTopic.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                    AckTopic.AcknowledgePartition.AcknowledgementBatch(first_offset=0, last_offset=1,
+                                                                       acknowledge_types=[1])])])])
+            assert [(p.partition_index, p.error_code) for p in a.responses[0].partitions] == [(0, 0)]
+            assert broker.shares.coordinator.partitions[("g", tid, 0)].spso == 2
     run(scenario)
 
 
