@@ -20,6 +20,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareGroupListing;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -41,7 +42,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   share_group        share.auto.offset.reset=earliest set on the group with Admin
  *                      incrementalAlterConfigs (resource type GROUP); three KafkaShareConsumers,
  *                      one per thread, subscribe to a 1-partition topic; once Admin
- *                      describeShareGroups shows the three members, 300 records are produced in
+ *                      describeShareGroups shows the three members (and listShareGroups the
+ *                      group), 300 records are produced in
  *                      bursts.  Each consumer polls (implicit acknowledgement) until every value has
  *                      been seen by one of them, a second more, then commits and closes.
  *   share_release      explicit acknowledgement: a record acknowledged RELEASE comes back; one
@@ -132,8 +134,14 @@ public final class JcShareConsumer {
                 idLengths.add(m.consumerId().length());
                 assigned.add(m.assignment().topicPartitions().size());
             }
+            String listed = null;
+            for (ShareGroupListing g : admin.listShareGroups().all().get()) {
+                if (g.groupId().equals(group)) {
+                    listed = g.state().map(Object::toString).orElse("listed without a state");
+                }
+            }
             described = JcOut.map("state", d.state().toString(), "member_id_lengths", idLengths,
-                                  "assigned_partitions", assigned);
+                                  "assigned_partitions", assigned, "listed_state", listed);
             try (KafkaProducer<String, String> p = producer(bootstrap)) {
                 for (int i = 0; i < TOTAL; i++) {
                     p.send(new ProducerRecord<>(topic, "v" + i));

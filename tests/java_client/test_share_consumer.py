@@ -27,9 +27,10 @@ def test_three_share_consumers_get_every_record_of_one_partition_once(checks):
     assert all(n > 0 for n in r["per_consumer"]), r["per_consumer"]      # they share the partition
 
 
-def test_describe_shows_the_members_with_kafka_style_ids_and_the_partition(checks):
+def test_list_and_describe_show_the_group_and_its_members_with_kafka_style_ids(checks):
     d = checks["share_group"]["described"]
     assert d["state"].lower() == "stable"
+    assert d["listed_state"].lower() == "stable"           # Admin.listShareGroups (ListGroups v5)
     assert d["member_id_lengths"] == [22, 22, 22]          # base64 of a 16-byte Uuid, as Kafka's
     assert d["assigned_partitions"] == [1, 1, 1]           # share groups share partitions
     assert checks["share_group"]["members_after_close"] == 0
