@@ -75,7 +75,8 @@ def test_version_0_the_coordinator_names_the_member_and_fetch_has_no_max_records
         async with connected(tmp_path) as (broker, client):
             with real_time():
                 await create_topic(client, "t")
-            broker.logs.create_topic("__share_group_state", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
+            for internal in ("__consumer_offsets", "__share_group_state"):   # no worker-thread file work
+                broker.logs.create_topic(internal, 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
             broker.shares.coordinator.set_offset_reset("g", "earliest")
             r = await client.call(HEARTBEAT, 0, group_id="g", member_id="", member_epoch=0, rack_id=None,
                                   subscribed_topic_names=["t"])
