@@ -24,17 +24,20 @@ EMPTY, PREPARING, COMPLETING, STABLE = (GroupState.EMPTY, GroupState.PREPARING_R
 
 class OffsetsMixin:
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                       offsets: list[OffsetCommit], now_ms: int) -> Outcome:
+                       offsets: list[OffsetCommit], now_ms: int, *, api_version: int | None = None) -> Outcome:
         """OffsetCommit; ``result`` is one ErrorCode per entry of ``offsets``, in order.
 
         A commit by a member counts as its heartbeat; a commit to an unknown group
-        with generation -1 creates a "simple" group that holds offsets only.
+        with generation -1 creates a "simple" group that holds offsets only.  ``api_version``
+        (OffsetCommit's; None: not checked) below 9 is UNSUPPORTED_VERSION for a member of
+        the consumer protocol (KIP-848), as in Kafka.
         """
         fx = self._begin(now_ms)
         member_id = member_id or ""
         group = self._groups.get(group_id) if group_id is not None else None
         if group_id in self._consumer_groups:
-            error = self._validate_consumer_commit(self._consumer_groups[group_id], generation_id, member_id)
+            error = self._validate_consumer_commit(self._consumer_groups[group_id], generation_id, member_id,
+                                                   api_version)
             if error is None and group is None:
                 group = self._create(fx, group_id)      # the consumer group's offsets holder
             errors = [error] * len(offsets) if error is not None else [self._store_offset(fx, group, o)
@@ -114,15 +117,19 @@ class OffsetsMixin:
             group.offsets.update(pending)
 
     @staticmethod
-    def _validate_consumer_commit(group, member_epoch: int, member_id: str) -> ErrorCode | None:
+    def _validate_consumer_commit(group, member_epoch: int, member_id: str,
+                                  api_version: int | None = None) -> ErrorCode | None:
         """Kafka's ConsumerGroup.validateOffsetCommit: the generation is the member epoch; an
-        epoch ahead is FENCED_MEMBER_EPOCH, behind STALE_MEMBER_EPOCH.  (Kafka also refuses
-        OffsetCommit below v9 from consumer-protocol members; kwire does not check the version.)"""
+        epoch ahead is FENCED_MEMBER_EPOCH, behind STALE_MEMBER_EPOCH; a consumer-protocol
+        member committing with OffsetCommit below v9 (``api_version``; None for OffsetFetch) is
+        UNSUPPORTED_VERSION, a classic member of a mixed group may use any version."""
         if member_epoch < 0 and not group.members:
             return None
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if api_version is not None and api_version < 9 and member.classic is None:
+            return E.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch and member.classic is not None:
             return E.ILLEGAL_GENERATION     # a classic member of a mixed group
         if member_epoch > member.member_epoch:

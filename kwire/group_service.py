@@ -162,10 +162,11 @@ class GroupService:
         return await self._call(lambda now: self.coordinator.leave_group(group_id, members, now))
 
     async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                             group_instance_id: str | None, offsets: list[OffsetCommit]) -> list[ErrorCode]:
+                             group_instance_id: str | None, offsets: list[OffsetCommit], *,
+                             api_version: int | None = None) -> list[ErrorCode]:
         self.check_owner(group_id)
         return await self._call(lambda now: self.coordinator.commit_offsets(
-            group_id, generation_id, member_id, group_instance_id, offsets, now))
+            group_id, generation_id, member_id, group_instance_id, offsets, now, api_version=api_version))
 
     async def delete_groups(self, group_ids: list[str]) -> list[ErrorCode]:
         for group_id in group_ids:

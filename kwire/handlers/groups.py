@@ -207,7 +207,7 @@ async def handle_offset_commit(ctx, request):
     if offsets or not refused:
         errors = iter(await service(ctx).commit_offsets(
             request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
-            getattr(request, "group_instance_id", None), offsets))
+            getattr(request, "group_instance_id", None), offsets, api_version=ctx.api_version))
     return {"throttle_time_ms": 0, "topics": partition_errors(request.topics, dict.fromkeys(refused, TOPIC_DENIED),
                                                               errors)}
 

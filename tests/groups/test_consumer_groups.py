@@ -251,6 +251,22 @@ def test_offset_commit_uses_the_member_epoch():
     assert d.c.list_groups(None) == [] and d.c.list_consumer_groups(None) == [("g", "Stable")]
 
 
+def test_a_consumer_protocol_member_must_commit_with_offset_commit_v9_or_later():
+    """Kafka's ConsumerGroup.validateOffsetCommit: below v9 (no member epoch field of its own)
+    a KIP-848 member is refused UNSUPPORTED_VERSION; an unknown member is still UNKNOWN_MEMBER_ID,
+    and a commit of an empty group with epoch -1 (admin, assign mode) any version."""
+    d = Driver()
+    d.hb("a")
+    commit = [OffsetCommit("t1", 0, 42)]
+    assert d.c.commit_offsets("g", 1, "a", None, commit, 0, api_version=8).result == [E.UNSUPPORTED_VERSION]
+    assert d.c.commit_offsets("g", 1, "x", None, commit, 0, api_version=8).result == [E.UNKNOWN_MEMBER_ID]
+    assert d.c.commit_offsets("g", 1, "a", None, commit, 0, api_version=9).result == [E.NONE]
+    d.hb("a", -1, topics=None)                  # leaves: the group is empty
+    assert d.c.commit_offsets("g", -1, "", None, [OffsetCommit("t1", 0, 7)], 0,
+                              api_version=2).result == [E.NONE]
+    assert d.c.fetch_offsets("g", [("t1", 0)])[0][2] == 7
+
+
 def test_delete_only_when_empty_and_tombstones():
     d = Driver()
     d.hb("a")
