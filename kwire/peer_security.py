@@ -37,7 +37,7 @@ from kwire.admin.broker_config import BrokerConfig, ConfigError, INTER_BROKER_SA
 from . import sasl
 from .peer import PeerConnection, PeerError
 from .sasl_client import SaslClientError, sasl_client
-from .tls_stream import TlsSocketStream
+from .tls_stream import TlsStream
 
 __all__ = ["PeerConnector", "PeerLogin", "SecurePeerConnection"]
 
@@ -104,10 +104,10 @@ class PeerConnector:
                 await trio.aclose_forcefully(conn.stream if conn is not None else stream)
             raise
 
-    async def _tls(self, stream: trio.SocketStream, host: str, port: int, timeout_s: float) -> TlsSocketStream:
+    async def _tls(self, stream: trio.SocketStream, host: str, port: int, timeout_s: float) -> TlsStream:
         """The TLS stream over ``stream``'s socket, after the handshake; closed when that fails."""
         try:
-            tls = TlsSocketStream.wrap(stream, self.ssl_context, server_side=False, server_hostname=host)
+            tls = TlsStream.wrap(stream, self.ssl_context, server_side=False, server_hostname=host)
         except OSError as exc:
             raise PeerError(f"TLS with {host}:{port} (listener {self.listener}) failed: {exc}") from None
         try:

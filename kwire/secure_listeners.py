@@ -7,9 +7,8 @@ does), its security protocol and, on an SSL listener, the server TLS context
 built once at start-up from Kafka's ``ssl.*`` keys (kwire.tls, with the
 ``listener.name.<name>.ssl.*`` overrides).
 
-TLS runs in OpenSSL on the socket itself (kwire.tls_stream.TlsSocketStream: the
-stdlib's ``ssl.SSLSocket``, non-blocking, waiting on Trio for readiness), not on
-trio.SSLStream's memory BIOs.  Records cannot go out with sendfile(2), so an
+TLS runs in kwire.tls_stream.TlsStream (the stdlib's ``ssl.SSLObject`` on memory
+BIOs, driven without trio.SSLStream's machinery).  Records cannot go out with sendfile(2), so an
 SSL connection reads each fetched slice with pread and encrypts it (the
 README's TLS section gives the cost).  The handshake must finish within
 ``HANDSHAKE_TIMEOUT_S``; garbage, a plaintext client or a refused client
@@ -41,7 +40,7 @@ import trio
 from kwire.admin.broker_config import BrokerConfig, ConfigError, Listener
 from kwire.admin.security_config import max_reauth_ms
 from . import sasl
-from .tls_stream import TlsSocketStream
+from .tls_stream import TlsStream
 
 logger = logging.getLogger("kwire.server")
 
@@ -116,7 +115,7 @@ def _mechanisms(config: BrokerConfig, listener: str, scram, max_bytes: int) -> d
 
 async def secure(stream: trio.SocketStream, context: ListenerContext, peer: str
                  ) -> tuple[trio.abc.Stream, str] | None:
-    """The stream to serve (``stream`` itself, or a kwire.tls_stream.TlsSocketStream that took
+    """The stream to serve (``stream`` itself, or a kwire.tls_stream.TlsStream that took
     over its socket) and the TLS principal (``User:ANONYMOUS`` without a client certificate);
     None when the handshake failed (logged at INFO; the TLS stream is closed, closing
     ``stream`` too does no harm).  Cancel-safe: a cancelled handshake closes the socket."""
@@ -124,7 +123,7 @@ async def secure(stream: trio.SocketStream, context: ListenerContext, peer: str
         return stream, ANONYMOUS
     from . import tls
     try:
-        tls_stream = TlsSocketStream.wrap(stream, context.ssl_context, server_side=True)
+        tls_stream = TlsStream.wrap(stream, context.ssl_context, server_side=True)
     except OSError as exc:
         logger.info("%s: TLS on listener %s failed: %s; closing", peer, context.name, exc)
         return None

@@ -176,7 +176,7 @@ class Connection:
         if frames.announced() is None or self.sock is None:
             if self.sock is not None:
                 data = await self.sock.recv(RECEIVE_HEAD_BYTES)
-            else:      # TLS (kwire.tls_stream.TlsSocketStream) or a test stream: the rest of the frame
+            else:      # TLS (kwire.tls_stream.TlsStream) or a test stream: the rest of the frame
                 size = frames.announced()
                 wanted = RECEIVE_HEAD_BYTES if size is None else size + 4 - frames.pending()
                 data = await self.stream.receive_some(min(max(wanted, RECEIVE_HEAD_BYTES), RECEIVE_TLS_BYTES))

@@ -163,8 +163,8 @@ def server_context(props: Mapping[str, str], listener: str | None = None, *,
     """
     config = _Props(props, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    # TLS 1.2 renegotiation refused, as Kafka's SSLTransportLayer does; it would also let a
-    # write wait on a read the connection is not doing (kwire.tls_stream)
+    # TLS 1.2 renegotiation refused, as Kafka's SSLTransportLayer does; kwire.tls_stream
+    # does not let a write wait for a read
     ctx.options |= ssl.OP_NO_RENEGOTIATION
     _apply_protocols(ctx, config)
     identity = _load_keystore(config)
