@@ -18,6 +18,7 @@ ratios; no pass/fail (this is not a timed test).
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import ssl
 import statistics
@@ -67,6 +68,13 @@ def consume(config: dict, topic: str, records: int) -> float:
     return rate
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def handshakes_per_second(port: int, truststore: str, seconds: float = 3.0) -> float:
     context = ssl.create_default_context(cafile=truststore)
     count, started = 0, time.perf_counter()
@@ -93,12 +101,15 @@ def main(argv=None) -> int:
                        "SSL": {"bootstrap.servers": f"127.0.0.1:{ports['SSL']}", "security.protocol": "SSL",
                                "ssl.ca.location": str(server.truststore)}}
             runs: dict[str, list[float]] = {}
+            cpu: dict[str, list[float]] = {}      # the broker's CPU seconds per produce run
             admin = AdminClient(configs["PLAINTEXT"])
             for i in range(args.repeat):
                 for name, config in configs.items():
                     topic = f"tls-{name.lower()}-{i}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    before = cpu_seconds(broker.pid)
                     runs.setdefault(f"produce {name}", []).append(produce(config, topic, args.records))
+                    cpu.setdefault(name, []).append(cpu_seconds(broker.pid) - before)
                     runs.setdefault(f"consume {name}", []).append(consume(config, topic, args.records))
             handshakes = handshakes_per_second(ports["SSL"], str(server.truststore))
     m = {k: statistics.median(v) for k, v in runs.items()}
@@ -106,6 +117,9 @@ def main(argv=None) -> int:
     for op in ("produce", "consume"):
         print(f"{op:<52} {m[f'{op} PLAINTEXT']:>12,.0f} {m[f'{op} SSL']:>12,.0f} "
               f"{m[f'{op} SSL'] / m[f'{op} PLAINTEXT']:>7.2f}")
+    print(f"{'broker CPU-s per produce run (median)':<52} {statistics.median(cpu['PLAINTEXT']):>12.2f} "
+          f"{statistics.median(cpu['SSL']):>12.2f}")
+    print("runs: " + "; ".join(f"{k} " + ", ".join(f"{v:,.0f}" for v in vs) for k, vs in runs.items()))
     print(f"{'TLS handshakes per second (one client, sequential)':<52} {handshakes:>12,.0f}")
     print("target: TLS produce >= 0.60 of plaintext")
     return 0

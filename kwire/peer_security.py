@@ -37,7 +37,7 @@ from kwire.admin.broker_config import BrokerConfig, ConfigError, INTER_BROKER_SA
 from . import sasl
 from .peer import PeerConnection, PeerError
 from .sasl_client import SaslClientError, sasl_client
-from .secure_listeners import TlsStream, LargeReads
+from .tls_stream import TlsStream
 
 __all__ = ["PeerConnector", "PeerLogin", "SecurePeerConnection"]
 
@@ -105,18 +105,25 @@ class PeerConnector:
             raise
 
     async def _tls(self, stream: trio.SocketStream, host: str, port: int, timeout_s: float) -> TlsStream:
-        tls = trio.SSLStream(LargeReads(stream), self.ssl_context, server_hostname=host)
+        """The TLS stream over ``stream``'s socket, after the handshake; closed when that fails."""
+        try:
+            tls = TlsStream.wrap(stream, self.ssl_context, server_side=False, server_hostname=host)
+        except OSError as exc:
+            raise PeerError(f"TLS with {host}:{port} (listener {self.listener}) failed: {exc}") from None
         try:
             with trio.fail_after(timeout_s):
                 await tls.do_handshake()
+            return tls
         except trio.TooSlowError:
             raise PeerError(f"TLS handshake with {host}:{port} not done after {timeout_s:.0f} s") from None
-        except (trio.BrokenResourceError, OSError) as exc:
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             cause = exc.__cause__ or exc
             level = logging.WARNING if isinstance(cause, ssl.SSLError) else logging.INFO
             raise PeerError(f"TLS handshake with {host}:{port} (listener {self.listener}) failed: {cause}",
                             level) from None
-        return TlsStream(tls)
+        finally:
+            if not tls.handshaken:
+                await trio.aclose_forcefully(tls)
 
 
 def _login_of(config: BrokerConfig, listener: str) -> PeerLogin:

@@ -7,8 +7,9 @@ does), its security protocol and, on an SSL listener, the server TLS context
 built once at start-up from Kafka's ``ssl.*`` keys (kwire.tls, with the
 ``listener.name.<name>.ssl.*`` overrides).
 
-TLS runs under ``trio.SSLStream``: records cannot go out with sendfile(2), so
-an SSL connection reads each fetched slice with pread and encrypts it (the
+TLS runs in kwire.tls_stream.TlsStream (the stdlib's ``ssl.SSLObject`` on memory
+BIOs, driven without trio.SSLStream's machinery).  Records cannot go out with sendfile(2), so an
+SSL connection reads each fetched slice with pread and encrypts it (the
 README's TLS section gives the cost).  The handshake must finish within
 ``HANDSHAKE_TIMEOUT_S``; garbage, a plaintext client or a refused client
 certificate ends in a closed connection and one INFO line, never more.
@@ -39,6 +40,7 @@ import trio
 from kwire.admin.broker_config import BrokerConfig, ConfigError, Listener
 from kwire.admin.security_config import max_reauth_ms
 from . import sasl
+from .tls_stream import TlsStream
 
 logger = logging.getLogger("kwire.server")
 
@@ -111,116 +113,35 @@ def _mechanisms(config: BrokerConfig, listener: str, scram, max_bytes: int) -> d
                           f"configs): {exc}") from None
 
 
-TLS_READ_BYTES = 1 << 20      # raw bytes taken from the socket per read under TLS
-
-
-class LargeReads(trio.abc.HalfCloseableStream):
-    """A socket stream whose ``receive_some()`` without a size takes up to TLS_READ_BYTES:
-    trio.SSLStream refills its TLS buffer that way, 64 KiB at a time otherwise."""
-
-    def __init__(self, stream: trio.SocketStream):
-        self.stream = stream
-        self.socket = stream.socket
-
-    async def receive_some(self, max_bytes: int | None = None):
-        return await self.stream.receive_some(max_bytes or TLS_READ_BYTES)
-
-    async def send_all(self, data) -> None:
-        await self.stream.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.stream.wait_send_all_might_not_block()
-
-    async def send_eof(self) -> None:
-        await self.stream.send_eof()
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-
-class TlsStream(trio.abc.Stream):
-    """A trio.SSLStream (``tls``) whose ``receive_some`` returns all the plaintext it can
-    decrypt, not one 16 KiB TLS record per call: a megabyte produce request took 64 passes
-    through the scheduler.  After trio's own read it drains the TLS object (records already
-    received) up to ``max_bytes``, with no await; anything unusual (more data needed,
-    close_notify, an error) is left for trio's next read to see.  Everything else is the
-    SSLStream's (trio does not let it be subclassed)."""
-
-    def __init__(self, tls: trio.SSLStream):
-        self.tls = tls
-        self.transport_stream = tls.transport_stream
-
-    async def receive_some(self, max_bytes: int | None = None):
-        data = await self.tls.receive_some(max_bytes)
-        if not data or max_bytes is None or len(data) >= max_bytes:
-            return data
-        parts, total = [data], len(data)
-        read = self.tls._ssl_object.read          # trio's own TLS object (trio pinned < 0.40)
-        while total < max_bytes:
-            try:
-                more = read(max_bytes - total)
-            except ssl.SSLError:
-                break
-            if not more:
-                break
-            parts.append(more)
-            total += len(more)
-        return data if len(parts) == 1 else b"".join(parts)
-
-    async def receive_into(self, view: memoryview) -> int:
-        """Decrypt straight into ``view`` (a frame's body): trio's read for the first record,
-        then every record already received; 0 at EOF."""
-        data = await self.tls.receive_some(len(view))
-        got = len(data)
-        view[:got] = data
-        if not got:
-            return 0
-        read = self.tls._ssl_object.read
-        while got < len(view):
-            try:
-                more = read(len(view) - got, view[got:])
-            except ssl.SSLError:
-                break
-            if not more:
-                break
-            got += more
-        return got
-
-    async def send_all(self, data) -> None:
-        await self.tls.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.tls.wait_send_all_might_not_block()
-
-    async def aclose(self) -> None:
-        await self.tls.aclose()
-
-    def getpeercert(self, binary_form: bool = False):
-        return self.tls.getpeercert(binary_form)
-
-
 async def secure(stream: trio.SocketStream, context: ListenerContext, peer: str
                  ) -> tuple[trio.abc.Stream, str] | None:
-    """The stream to serve and the TLS principal (``User:ANONYMOUS`` without a client
-    certificate); None when the handshake failed (logged at INFO; the caller closes)."""
+    """The stream to serve (``stream`` itself, or a kwire.tls_stream.TlsStream that took
+    over its socket) and the TLS principal (``User:ANONYMOUS`` without a client certificate);
+    None when the handshake failed (logged at INFO; the TLS stream is closed, closing
+    ``stream`` too does no harm).  Cancel-safe: a cancelled handshake closes the socket."""
     if context.ssl_context is None:
         return stream, ANONYMOUS
-    tls_stream = trio.SSLStream(LargeReads(stream), context.ssl_context, server_side=True)
+    from . import tls
+    try:
+        tls_stream = TlsStream.wrap(stream, context.ssl_context, server_side=True)
+    except OSError as exc:
+        logger.info("%s: TLS on listener %s failed: %s; closing", peer, context.name, exc)
+        return None
+    secured = None
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             await tls_stream.do_handshake()
+        secured = tls_stream, tls.principal_of(tls_stream, context.principal_mapper)
     except trio.TooSlowError:
         logger.info("%s: TLS handshake on listener %s not done after %.0f s; closing", peer,
                     context.name, HANDSHAKE_TIMEOUT_S)
-        return None
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         cause = exc.__cause__ or exc
         logger.info("%s: TLS handshake on listener %s failed: %s; closing", peer, context.name, cause)
-        return None
-    from . import tls
-    try:
-        return TlsStream(tls_stream), tls.principal_of(tls_stream, context.principal_mapper)
     except tls.NoMatchingRule as exc:
         logger.info("%s: no ssl.principal.mapping.rules rule maps the client certificate of "
                     "listener %s: %s; closing", peer, context.name, exc)
-        return None
+    finally:
+        if secured is None:
+            await trio.aclose_forcefully(tls_stream)
+    return secured

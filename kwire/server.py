@@ -176,7 +176,7 @@ class Connection:
         if frames.announced() is None or self.sock is None:
             if self.sock is not None:
                 data = await self.sock.recv(RECEIVE_HEAD_BYTES)
-            else:      # TLS (kwire.secure_listeners.TlsStream) or a test stream: the rest of the frame
+            else:      # TLS (kwire.tls_stream.TlsStream) or a test stream: the rest of the frame
                 size = frames.announced()
                 wanted = RECEIVE_HEAD_BYTES if size is None else size + 4 - frames.pending()
                 data = await self.stream.receive_some(min(max(wanted, RECEIVE_HEAD_BYTES), RECEIVE_TLS_BYTES))
@@ -584,10 +584,9 @@ async def sendfile_all(stream: trio.SocketStream, fd: int, position: int, size: 
 
 
 def peer_name(stream) -> str:
-    """``host:port`` of the client of a socket stream or of the socket under a TLS stream."""
-    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    """``host:port`` of the client of a socket stream or of a TLS stream (kwire.tls_stream)."""
     try:
-        host, port = sock.getpeername()[:2]
+        host, port = getattr(stream, "socket", stream).getpeername()[:2]
     except (OSError, AttributeError):
         return "?"
     return f"{host}:{port}"

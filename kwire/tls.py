@@ -163,6 +163,9 @@ def server_context(props: Mapping[str, str], listener: str | None = None, *,
     """
     config = _Props(props, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    # TLS 1.2 renegotiation refused, as Kafka's SSLTransportLayer does; kwire.tls_stream
+    # does not let a write wait for a read
+    ctx.options |= ssl.OP_NO_RENEGOTIATION
     _apply_protocols(ctx, config)
     identity = _load_keystore(config)
     if identity is None:
@@ -191,6 +194,7 @@ def client_context(props: Mapping[str, str], listener: str | None = None) -> ssl
     """
     config = _Props(props, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.options |= ssl.OP_NO_RENEGOTIATION
     _apply_protocols(ctx, config)
     algorithm = (config.get("ssl.endpoint.identification.algorithm") or "").strip()
     if algorithm.lower() not in ("", "https"):
