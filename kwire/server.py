@@ -245,14 +245,17 @@ class Connection:
             self.reserved = None
 
     async def wait_peer_closed(self) -> None:
-        """Return once the client has closed or reset its end; only peeks at the socket.
+        """Return once the client has closed or reset its end; only peeks at the socket
+        (under TLS, the stream's socket: kwire.tls_stream.TlsStream.wait_peer_closed).
 
         A request pipelined behind the current one stays in the socket for
         ``read_frame``; when one is there the client is alive and this waits
         for ever.  Cancel-safe.
         """
         if self.sock is None:
-            await trio.sleep_forever()
+            watch = getattr(self.stream, "wait_peer_closed", None)     # TLS (kwire.tls_stream)
+            await (watch() if watch is not None else trio.sleep_forever())
+            return
         try:
             data = await self.sock.recv(1, socket.MSG_PEEK)
         except OSError:

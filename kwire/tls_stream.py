@@ -204,6 +204,30 @@ class TlsStream(trio.abc.Stream):
         """The peer's address; raises OSError once the socket is closed."""
         return self._sock.getpeername()
 
+    async def wait_peer_closed(self) -> None:
+        """Return once the peer has closed (FIN without close_notify, as librdkafka and
+        kafka-python close) or reset the TCP connection; only peeks at the socket, so a
+        pipelined request stays there for the next read.  Ciphertext waiting there (a
+        request, or a close_notify: TLS cannot be peeked through) means the client may still
+        be there: this then waits for ever.  Cancel-safe; for a task that does not receive
+        at the same time (a long-poll fetch, which holds the connection's reader)."""
+        if self._closed or self._eof:
+            return
+        while True:
+            try:
+                await self._wait(trio.lowlevel.wait_readable)
+            except trio.ClosedResourceError:
+                return                          # closed here meanwhile: nobody to wait for
+            try:
+                data = self._sock.recv(1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            await trio.sleep_forever()
+
     def _check_open(self) -> None:
         if self._closed:
             raise trio.ClosedResourceError("the TLS stream was closed")

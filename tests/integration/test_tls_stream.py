@@ -161,3 +161,29 @@ def test_pipelined_requests_over_one_tls_connection_are_all_answered_in_order(tl
             s.sendall(b"".join(api_versions_frame(i) for i in range(count)))
             ids = [struct.unpack(">i", read_frame(s)[:4])[0] for _ in range(count)]
     assert ids == list(range(count))
+
+
+def test_abandoned_tls_long_polls_release_their_sockets(tls):
+    """TLS clients park a fetch (no wait limit), then close their sockets without close_notify,
+    as librdkafka and kafka-python do: the broker sees the FIN under TLS and lets the
+    connections go at once, not at the fetch deadline; then it serves a new client."""
+    from tests.integration.test_connections import fetch_frame, open_fds, wait_until
+    broker, port, context, _config = tls
+    topic = "tls-parked"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    time.sleep(0.3)
+    before = open_fds(broker.proc.pid)
+    clients = []
+    for i in range(40):
+        s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=15),
+                                server_hostname="localhost")
+        s.sendall(fetch_frame(topic if i % 2 else None))
+        clients.append(s)
+    assert wait_until(lambda: open_fds(broker.proc.pid) >= before + 40, 10)
+    for s in clients:
+        s.close()                    # SSLSocket.close() sends no close_notify: a FIN only
+    after = wait_until(lambda: (n := open_fds(broker.proc.pid)) <= before + 3 and n, 10) \
+        or open_fds(broker.proc.pid)
+    assert after <= before + 3, f"{after - before} descriptors still held after the clients left"
+    assert_still_serving(port, context, correlation_id=9)
