@@ -69,13 +69,16 @@ class Member:
 
 
 def poll_until(members, condition, timeout=30):
+    """Poll every member in turn until ``condition()``; fails after ``timeout`` s with what each
+    member owns and how many records it read."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for m in members:
             m.poll()
         if condition():
             return
-    raise AssertionError(f"timed out; owned: {[sorted(m.owned()) for m in members]}")
+    raise AssertionError(f"timed out; owned: {[sorted(m.owned()) for m in members]}, "
+                         f"read: {[len(m.values) for m in members]}")
 
 
 def assert_never_shared(events):

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer
 
+from tests.integration import test_consumer_protocol as consumer_protocol
 from tests.integration.test_consumer_protocol import GROUP_PROPS, Member, new_topic, produce
 from tests.support.broker import BrokerProcess
 
@@ -48,14 +49,7 @@ class KafkaPythonClassic:
 
 
 def poll_until(members, condition, timeout=40):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for m in members:
-            m.poll()
-        if condition():
-            return
-    raise AssertionError(f"timed out; owned: {[sorted(m.owned()) for m in members]}, "
-                         f"read: {[len(m.values) for m in members]}")
+    consumer_protocol.poll_until(members, condition, timeout)
 
 
 @pytest.fixture(scope="module")
