@@ -60,10 +60,13 @@ def between(low: int | float, high: int | float) -> Validator:
     return check
 
 
-def one_of(*allowed: str) -> Validator:
+def one_of(*allowed: str, ignore_case: bool = False) -> Validator:
+    """Kafka's ValidString (``ignore_case``: CaseInsensitiveValidString, whose users read the
+    value lowercased)."""
     def check(name: str, value: Any) -> None:
-        if value is not None and value not in allowed:
-            raise invalid(name, value, f"String must be one of: {', '.join(allowed)}")
+        if value is not None and (value.lower() if ignore_case else value) not in allowed:
+            raise invalid(name, value, f"String must be one of: {', '.join(allowed)}"
+                          + (" (any case)" if ignore_case else ""))
     return check
 
 

@@ -47,7 +47,7 @@ GROUP_PROTOCOL_KEYS: list[ConfigKey] = [
     ConfigKey("group.consumer.migration.policy", T.STRING, "bidirectional",
               "Whether a group may move between the classic and the consumer protocol: disabled, "
               "upgrade (classic to consumer), downgrade (consumer to classic) or bidirectional.",
-              one_of("disabled", "upgrade", "downgrade", "bidirectional")),
+              one_of("disabled", "upgrade", "downgrade", "bidirectional", ignore_case=True)),
     # KIP-932 share groups
     ConfigKey("group.share.enable", T.BOOLEAN, True,
               "Serve share groups (KIP-932). kwire's default is true; with false, or without share in "

@@ -67,7 +67,7 @@ def consumer_group_config(config) -> ConsumerGroupConfig:
         heartbeat_interval_ms=config.value_of("group.consumer.heartbeat.interval.ms"),
         max_size=config.value_of("group.consumer.max.size"),
         assignors=assignors or ("uniform", "range"),
-        migration_policy=config.value_of("group.consumer.migration.policy"))
+        migration_policy=config.value_of("group.consumer.migration.policy").lower())
 
 
 class _Waiter:

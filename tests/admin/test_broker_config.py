@@ -188,6 +188,7 @@ def test_values_are_trimmed_and_booleans_case_insensitive():
     ("log.cleaner.min.cleanable.ratio", "1.5", "no more than 1"),
     ("compression.type", "brotli", "producer"),
     ("offsets.topic.replication.factor", "40000", "SHORT"),
+    ("group.consumer.migration.policy", "sideways", "bidirectional"),
 ])
 def test_invalid_values_name_key_value_and_rule(key, value, fragment):
     with pytest.raises(ConfigError) as info:
@@ -195,6 +196,13 @@ def test_invalid_values_name_key_value_and_rule(key, value, fragment):
     message = str(info.value)
     assert key in message and value.split(",")[0] in message and fragment in message
     assert isinstance(info.value, ValueError)
+
+
+def test_the_migration_policy_is_read_in_any_case_as_kafka_reads_it():
+    """Kafka's docs list DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL (CaseInsensitiveValidString)."""
+    for value in ("BIDIRECTIONAL", "Upgrade", "disabled"):
+        assert broker_config_from_text(f"group.consumer.migration.policy={value}").value_of(
+            "group.consumer.migration.policy") == value
 
 
 def test_invalid_value_in_override_is_refused():

@@ -93,7 +93,8 @@ def test_upgrade_share_and_downgrade_with_stock_clients(kbroker, client):
 
 
 def test_upgrade_refused_when_the_policy_is_disabled():
-    with BrokerProcess(properties={**GROUP_PROPS, "group.consumer.migration.policy": "disabled"}) as b:
+    # spelt as in Kafka's docs: the policy's values are read in any case, as Kafka reads them
+    with BrokerProcess(properties={**GROUP_PROPS, "group.consumer.migration.policy": "DISABLED"}) as b:
         topic, group = new_topic(b), f"g-{uuid.uuid4().hex[:6]}"
         produce(b, topic, 10)
         classic = Classic(b, group, [], "classic")
