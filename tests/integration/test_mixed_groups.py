@@ -35,6 +35,12 @@ class KafkaPythonClassic:
                                enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
 
     def subscribe(self, topics):
+        # kafka-python 3.0 joins before it has the topic's metadata, gets an empty assignment,
+        # rejoins once the metadata comes, and in about one run of six then stops: no
+        # heartbeat, no join, generation None (seen with kwire before mixed groups too).
+        # Knowing the partitions first makes the first join the only one.
+        for topic in topics:
+            assert self.c.partitions_for_topic(topic), f"no metadata for {topic}"
         self.c.subscribe(topics)
 
     def poll(self, timeout=0.05):

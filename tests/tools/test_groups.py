@@ -57,8 +57,12 @@ def commit(broker, group, offsets):
 
 
 def subscribed_consumer(broker, group, topic):
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id="groups-test",
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, client_id="groups-test",
                              auto_offset_reset="earliest", enable_auto_commit=False)
+    # the topic's metadata first: kafka-python 3.0 joining without it, then rejoining, sometimes
+    # stops with no assignment (tests/integration/test_mixed_groups.py KafkaPythonClassic)
+    assert consumer.partitions_for_topic(topic), f"no metadata for {topic}"
+    consumer.subscribe([topic])
     deadline = time.monotonic() + 20
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(200)
