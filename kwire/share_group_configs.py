@@ -125,10 +125,22 @@ class GroupConfigs:
         telling ``on_change`` of each value that changed."""
         old, self.configs = self.configs, {g: dict(c) for g, c in configs.items()}
         for group_id in set(old) | set(configs):
-            before, after = old.get(group_id, {}), configs.get(group_id, {})
-            for name in self.specs:
-                if before.get(name) != after.get(name):
-                    self.on_change(group_id, name, after.get(name))
+            self._changed(group_id, old.get(group_id, {}), configs.get(group_id, {}))
+
+    def apply_group(self, group_id: str, configs: dict[str, str]) -> None:
+        """Cluster mode: make ``configs`` (one group's, just read from ZooKeeper) its current ones."""
+        before = self.configs.get(group_id, {})
+        self.configs = dict(self.configs)
+        if configs:
+            self.configs[group_id] = dict(configs)
+        else:
+            self.configs.pop(group_id, None)
+        self._changed(group_id, before, configs)
+
+    def _changed(self, group_id: str, before: dict, after: dict) -> None:
+        for name in self.specs:
+            if before.get(name) != after.get(name):
+                self.on_change(group_id, name, after.get(name))
 
 
 class _int_between:

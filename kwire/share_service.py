@@ -217,11 +217,28 @@ class ShareService:
             if self.cluster.replicas.leader((topic.name, partition)) is not leader:
                 raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
             self.epochs[key] = leader.leader_epoch
+            if state is None:
+                await self._refresh_group_configs(group_id)
             if state is not None:
                 self.coordinator.load_partition(key, state)
                 logger.info("share-partition %s %s-%d loaded (start offset %d, %d batch(es), leader epoch %d)",
                             group_id, topic.name, partition, state.start_offset, len(state.batches),
                             leader.leader_epoch)
+
+    async def _refresh_group_configs(self, group_id: str) -> None:
+        """Before a share-partition starts from share.auto.offset.reset: the group's configs as
+        ZooKeeper holds them, not as this broker's watch last delivered them, so a config
+        another broker acknowledged a moment ago applies (``kafka-configs`` then a consumer)."""
+        configs, why = None, "no answer within 2 s"
+        with trio.move_on_after(2):
+            try:
+                configs = await run_detached(self.cluster.zk.get_group_config, group_id)
+            except Exception as exc:          # ZooKeeper away: the configs the watch delivered
+                why = repr(exc)
+        if configs is None:
+            logger.warning("group %s: configs not read from ZooKeeper (%s); using the last known", group_id, why)
+            return
+        self.group_configs.apply_group(group_id, configs)
 
     async def _persist(self, records: list) -> dict:
         """Cluster mode: write each snapshot (tombstone: delete) to its share coordinator;

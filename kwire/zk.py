@@ -354,6 +354,16 @@ class ZooKeeperClient:
         except NoNodeError:
             self.client.create(path, layout.encode_topic_config(configs))
 
+    def get_group_config(self, group_id: str) -> dict[str, str]:
+        """A group's configs as ZooKeeper holds them now (after a sync, so a change another
+        broker wrote and acknowledged is seen even before this broker's watch fires)."""
+        path = layout.config_group_path(group_id)
+        self.client.sync(path)
+        try:
+            return layout.decode_topic_config(self.client.get(path)[0])
+        except NoNodeError:
+            return {}
+
     def mark_for_deletion(self, name: str) -> None:
         try:
             self.client.create(layout.delete_topic_path(name), makepath=True)

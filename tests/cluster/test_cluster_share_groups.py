@@ -218,7 +218,9 @@ def test_kill_9_of_the_share_coordinator_loses_and_redelivers_no_accepted_record
 
 def test_a_group_config_set_through_one_broker_applies_on_every_partition_leader(cluster_factory):
     """share.auto.offset.reset=earliest (IncrementalAlterConfigs on resource GROUP, answered by
-    one broker) is in ZooKeeper: the leaders of all three partitions start at the log start."""
+    one broker) is in ZooKeeper: the leaders of all three partitions start at the log start.
+    The consumers start at once, with no wait for the other brokers' ZooKeeper watches: a leader
+    reads the group's configs from ZooKeeper when it starts a share-partition."""
     cluster = share_cluster(cluster_factory)
     topic, group = f"share-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     create_topic(cluster.bootstrap, topic, partitions=3, rf=3)
@@ -230,7 +232,6 @@ def test_a_group_config_set_through_one_broker_applies_on_every_partition_leader
     for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
                                                                   incremental_configs=[entry])]).values():
         future.result(10)
-    time.sleep(1)                       # the other brokers' ZooKeeper watches fire
     consumers = {name: share_consumer(cluster.bootstrap, group, topic) for name in "ab"}
     seen: list[tuple[int, int]] = []
     try:
