@@ -24,7 +24,7 @@ def checks(cluster_factory, tmp_path_factory):
 def test_java_share_consumers_on_three_brokers(checks):
     r = checks["share_group"]
     assert r["missing"] == [] and r["twice"] == []
-    assert r["received"] == r["produced"] == 300
+    assert r["received"] == r["produced"] >= 300
     assert len(r["per_consumer"]) == 3 and all(n > 0 for n in r["per_consumer"]), r["per_consumer"]
     d = r["described"]
     assert d["state"].lower() == d["listed_state"].lower() == "stable"

@@ -11,6 +11,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -43,9 +44,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                      incrementalAlterConfigs (resource type GROUP); three KafkaShareConsumers,
  *                      one per thread, subscribe to a 1-partition topic; once Admin
  *                      describeShareGroups shows the three members (and listShareGroups the
- *                      group), 300 records are produced in
- *                      bursts.  Each consumer polls (implicit acknowledgement) until every value has
- *                      been seen by one of them, a second more, then commits and closes.
+ *                      group), records are produced in bursts of 10: at least 300, and on until
+ *                      each consumer has received some (a member counts in describe before its
+ *                      first ShareFetch, and one fetch may acquire every record available), at
+ *                      most 3000.  Each consumer polls (implicit acknowledgement) until every
+ *                      value produced has been seen by one of them, a second more, then commits
+ *                      and closes.
  *   share_release      explicit acknowledgement: a record acknowledged RELEASE comes back; one
  *                      acknowledged REJECT never does
  */
@@ -53,6 +57,7 @@ public final class JcShareConsumer {
     static final long WAIT_MS = 40_000;
     static final int CONSUMERS = 3;
     static final int TOTAL = 300;
+    static final int MAX_TOTAL = 3_000;
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
@@ -83,8 +88,10 @@ public final class JcShareConsumer {
         admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all().get();
     }
 
-    /** One consumer's share of the records: polls until {@code seen} holds every value, then a second more. */
-    static List<String> consume(String bootstrap, String group, String topic, Set<String> seen) {
+    /** One consumer's share of the records: polls until {@code seen} holds every value produced
+     *  ({@code produced} is final once positive), then a second more; {@code got} counts them. */
+    static List<String> consume(String bootstrap, String group, String topic, Set<String> seen,
+                                AtomicInteger produced, AtomicInteger got) {
         List<String> mine = new ArrayList<>();
         try (KafkaShareConsumer<String, String> consumer = shareConsumer(bootstrap, group)) {
             consumer.subscribe(List.of(topic));
@@ -94,8 +101,10 @@ public final class JcShareConsumer {
                 for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(100))) {
                     mine.add(r.value());
                     seen.add(r.value());
+                    got.incrementAndGet();
                 }
-                if (seen.size() >= TOTAL && quietUntil == Long.MAX_VALUE) {
+                int total = produced.get();
+                if (total > 0 && seen.size() >= total && quietUntil == Long.MAX_VALUE) {
                     quietUntil = System.currentTimeMillis() + 1_000;   // anything redelivered shows now
                 }
             }
@@ -113,12 +122,16 @@ public final class JcShareConsumer {
         String group = topic + "-group";
         earliest(admin, group);
         Set<String> seen = ConcurrentHashMap.newKeySet();
+        AtomicInteger produced = new AtomicInteger();        // 0 while producing
+        List<AtomicInteger> got = new ArrayList<>();
         ExecutorService pool = Executors.newFixedThreadPool(CONSUMERS);
         List<Future<List<String>>> futures = new ArrayList<>();
         Map<String, Object> described;
         try {
             for (int i = 0; i < CONSUMERS; i++) {
-                futures.add(pool.submit(() -> consume(bootstrap, group, topic, seen)));
+                AtomicInteger mine = new AtomicInteger();
+                got.add(mine);
+                futures.add(pool.submit(() -> consume(bootstrap, group, topic, seen, produced, mine)));
             }
             must(() -> {
                 try {
@@ -142,14 +155,17 @@ public final class JcShareConsumer {
             }
             described = JcOut.map("state", d.state().toString(), "member_id_lengths", idLengths,
                                   "assigned_partitions", assigned, "listed_state", listed);
+            int sent = 0;
             try (KafkaProducer<String, String> p = producer(bootstrap)) {
-                for (int i = 0; i < TOTAL; i++) {
-                    p.send(new ProducerRecord<>(topic, "v" + i));
-                    if (i % 10 == 9) {           // bursts: every consumer's long poll gets its chance
+                while (sent < MAX_TOTAL && (sent < TOTAL || got.stream().anyMatch(n -> n.get() == 0))) {
+                    p.send(new ProducerRecord<>(topic, "v" + sent));
+                    if (++sent % 10 == 0) {       // bursts: every consumer's long poll gets its chance
                         p.flush();
                         Thread.sleep(20);
                     }
                 }
+            } finally {
+                produced.set(Math.max(sent, 1));
             }
         } finally {
             pool.shutdown();
@@ -162,7 +178,7 @@ public final class JcShareConsumer {
             mine.forEach(v -> times.merge(v, 1, Integer::sum));
         }
         List<String> missing = new ArrayList<>();
-        for (int i = 0; i < TOTAL; i++) {
+        for (int i = 0; i < produced.get(); i++) {
             if (!times.containsKey("v" + i)) {
                 missing.add("v" + i);
             }
@@ -175,7 +191,7 @@ public final class JcShareConsumer {
         });
         Collections.sort(twice);
         int empty = describe(admin, group).members().size();
-        return JcOut.map("produced", TOTAL, "received", counts.stream().mapToInt(Integer::intValue).sum(),
+        return JcOut.map("produced", produced.get(), "received", counts.stream().mapToInt(Integer::intValue).sum(),
                          "per_consumer", counts, "missing", missing, "twice", twice,
                          "described", described, "members_after_close", empty);
     }

@@ -22,7 +22,7 @@ def checks(tmp_path_factory):
 def test_three_share_consumers_get_every_record_of_one_partition_once(checks):
     r = checks["share_group"]
     assert r["missing"] == [] and r["twice"] == []
-    assert r["received"] == r["produced"] == 300
+    assert r["received"] == r["produced"] >= 300
     assert len(r["per_consumer"]) == 3
     assert all(n > 0 for n in r["per_consumer"]), r["per_consumer"]      # they share the partition
 
