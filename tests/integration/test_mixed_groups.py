@@ -35,10 +35,14 @@ class KafkaPythonClassic:
                                enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
 
     def subscribe(self, topics):
-        # kafka-python 3.0 joins before it has the topic's metadata, gets an empty assignment,
-        # rejoins once the metadata comes, and in about one run of six then stops: no
-        # heartbeat, no join, generation None (seen with kwire before mixed groups too).
-        # Knowing the partitions first makes the first join the only one.
+        # kafka-python 3.0.12 joins before it has the topic's metadata, gets an empty assignment
+        # and rejoins once the metadata comes.  That rejoin is owed to the metadata change, not
+        # to its rejoin flag; when the poll's timeout ends while the join task is between
+        # JoinGroup and SyncGroup, the task (as group leader) updates the assignment snapshot,
+        # need_rejoin() turns False and the next poll never awaits the finished task: its
+        # heartbeats stay disabled and its assignment unapplied (kwire's request log shows a
+        # correct SyncGroup answer).  About one run in six.  Knowing the partitions first
+        # makes the first join the only one.
         for topic in topics:
             assert self.c.partitions_for_topic(topic), f"no metadata for {topic}"
         self.c.subscribe(topics)

@@ -59,8 +59,9 @@ def commit(broker, group, offsets):
 def subscribed_consumer(broker, group, topic):
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, client_id="groups-test",
                              auto_offset_reset="earliest", enable_auto_commit=False)
-    # the topic's metadata first: kafka-python 3.0 joining without it, then rejoining, sometimes
-    # stops with no assignment (tests/integration/test_mixed_groups.py KafkaPythonClassic)
+    # the topic's metadata first: kafka-python 3.0.12 joining without it, then rejoining, loses
+    # the rejoin when a poll times out mid-join (tests/integration/test_mixed_groups.py
+    # KafkaPythonClassic has the details)
     assert consumer.partitions_for_topic(topic), f"no metadata for {topic}"
     consumer.subscribe([topic])
     deadline = time.monotonic() + 20
