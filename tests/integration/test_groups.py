@@ -124,6 +124,7 @@ def test_kafka_python_and_librdkafka_in_one_group(broker):
     ck.subscribe([topic])
     kp = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
                        auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+    assert kp.partitions_for_topic(topic)   # before its first join: see KafkaPythonClassic (test_mixed_groups)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         ck.poll(0.1)
@@ -388,6 +389,7 @@ def test_kafka_python_group_seek_to_beginning_and_end(broker):
     produce(broker, topic, 30)
     c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
+    assert c.partitions_for_topic(topic)    # before its first join: see KafkaPythonClassic (test_mixed_groups)
     got = []
     deadline = time.monotonic() + 20
     while len(got) < 30 and time.monotonic() < deadline:
