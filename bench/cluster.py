@@ -138,6 +138,12 @@ def main(argv=None) -> int:
           f"{m['RF=3 acks=all'] / m['RF=1 acks=1']:>12.2f}")
     print(f"{'ratio RF=3 acks=all idempotent / RF=1 acks=1':<52} "
           f"{m['RF=3 acks=all idempotent'] / m['RF=1 acks=1']:>12.2f}")
+    # each RF=3 run against the RF=1 run of the same repeat: the spread the medians hide
+    for label, rf3, rf1 in (("idempotent", "RF=3 acks=all idempotent", "RF=1 acks=all idempotent"),
+                            ("not idempotent", "RF=3 acks=all", "RF=1 acks=1")):
+        paired = sorted(a / b for a, b in zip(runs[rf3], runs[rf1]))
+        print(f"ratio per repeat, {label}: median {statistics.median(paired):.2f}, "
+              f"range {paired[0]:.2f}-{paired[-1]:.2f} ({', '.join(f'{r:.2f}' for r in paired)})")
     if args.no_failover:
         return 0
     print(f"{'failover after kill -9 (s, target <= %.1f)' % (SESSION_MS / 1000 + 2):<44} "
