@@ -214,11 +214,11 @@ class ShareService:
             if key in self.coordinator.partitions:
                 return
             state = await self.persister.read(key, leader.leader_epoch)
+            if state is None:              # it starts from share.auto.offset.reset
+                await self._refresh_group_configs(group_id)
             if self.cluster.replicas.leader((topic.name, partition)) is not leader:
                 raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
             self.epochs[key] = leader.leader_epoch
-            if state is None:
-                await self._refresh_group_configs(group_id)
             if state is not None:
                 self.coordinator.load_partition(key, state)
                 logger.info("share-partition %s %s-%d loaded (start offset %d, %d batch(es), leader epoch %d)",
