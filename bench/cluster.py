@@ -19,6 +19,7 @@ Prints a table and the ratios; no pass/fail (this is not a timed test).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -29,6 +30,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from bench import host_memory  # noqa: E402
 from kwire.testing_cluster import ClusterProcess  # noqa: E402
 
 VALUE = b"x" * 1024
@@ -116,6 +118,9 @@ def main(argv=None) -> int:
     parser.add_argument("--records", type=int, default=300000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-failover", action="store_true", help="throughput only")
+    # an RF=3 run puts about 1.2 GB of new pages in use (three copies, the client's buffers)
+    parser.add_argument("--warm-mib", type=int, default=2048,
+                        help="MiB of memory touched and freed before each run (bench/host_memory.py; 0: none)")
     args = parser.parse_args(argv)
     with ClusterProcess(3, properties={"zookeeper.session.timeout.ms": SESSION_MS,
                                 "auto.leader.rebalance.enable": "false"}) as cluster:
@@ -125,6 +130,8 @@ def main(argv=None) -> int:
         runs: dict[str, list[float]] = {name: [] for name, *_ in PRODUCERS}
         for _ in range(args.repeat):
             for name, topic, acks, idempotent in PRODUCERS:
+                os.sync()       # no write-back of the runs before this one during it
+                host_memory.warm(args.warm_mib)
                 runs[name].append(throughput(cluster.bootstrap, topic, args.records, acks, idempotent))
         kill = [] if args.no_failover else [failover_seconds(cluster, "rf3", graceful=False) for _ in range(2)]
         term = [] if args.no_failover else [failover_seconds(cluster, "rf3", graceful=True) for _ in range(2)]

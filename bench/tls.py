@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from bench import host_memory  # noqa: E402
 from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
 from tests.support.certs import CertificateAuthority  # noqa: E402
 
@@ -89,8 +90,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--data-dir-on", metavar="DIR", default=None,
+                        help="make the broker's temporary directory under DIR, e.g. /dev/shm (tmpfs) to take "
+                             "the disk out of the comparison")
+    parser.add_argument("--warm-mib", type=int, default=1024,
+                        help="MiB of memory touched and freed before each timed run (bench/host_memory.py; 0: none)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="kwire-bench-tls-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kwire-bench-tls-", dir=args.data_dir_on) as tmp:
         server = CertificateAuthority().server_files(Path(tmp))
         ports = {"PLAINTEXT": free_port(), "SSL": free_port()}
         broker = BrokerProcess(Path(tmp) / "data", port=ports["PLAINTEXT"], properties={
@@ -104,12 +110,18 @@ def main(argv=None) -> int:
             cpu: dict[str, list[float]] = {}      # the broker's CPU seconds per produce run
             admin = AdminClient(configs["PLAINTEXT"])
             for i in range(args.repeat):
-                for name, config in configs.items():
+                # PLAINTEXT first on even repeats, SSL first on odd ones: neither side always
+                # runs second, into the write-back of the first one's 200 MB
+                for name in (list(configs) if i % 2 == 0 else list(configs)[::-1]):
+                    config = configs[name]
                     topic = f"tls-{name.lower()}-{i}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    os.sync()   # every run starts with no dirty pages from the runs before it
+                    host_memory.warm(args.warm_mib)
                     before = cpu_seconds(broker.pid)
                     runs.setdefault(f"produce {name}", []).append(produce(config, topic, args.records))
                     cpu.setdefault(name, []).append(cpu_seconds(broker.pid) - before)
+                    host_memory.warm(args.warm_mib)
                     runs.setdefault(f"consume {name}", []).append(consume(config, topic, args.records))
             handshakes = handshakes_per_second(ports["SSL"], str(server.truststore))
     m = {k: statistics.median(v) for k, v in runs.items()}
@@ -120,7 +132,7 @@ def main(argv=None) -> int:
     print(f"{'broker CPU-s per produce run (median)':<52} {statistics.median(cpu['PLAINTEXT']):>12.2f} "
           f"{statistics.median(cpu['SSL']):>12.2f}")
     print("runs: " + "; ".join(f"{k} " + ", ".join(f"{v:,.0f}" for v in vs) for k, vs in runs.items()))
-    # each SSL run against the PLAINTEXT run just before it: the spread the medians hide
+    # each SSL run against the PLAINTEXT run of the same repeat: the spread the medians hide
     for op in ("produce", "consume"):
         paired = sorted(t / p for t, p in zip(runs[f"{op} SSL"], runs[f"{op} PLAINTEXT"]))
         print(f"{op} ratio per repeat: median {statistics.median(paired):.2f}, "
