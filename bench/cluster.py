@@ -1,6 +1,6 @@
 """Cluster benchmark: replicated produce throughput and failover time.
 
-    .venv/bin/python bench/cluster.py [--records 300000] [--repeat 5]
+    .venv/bin/python bench/cluster.py [--records 300000] [--repeat 5] [--warm-mib 2048]
 
 In one run, on one ZooKeeper-coordinated three-broker kwire cluster (loopback):
 

@@ -1,6 +1,6 @@
 """TLS benchmark: produce and consume over an SSL listener against a PLAINTEXT one, and handshakes.
 
-    .venv/bin/python bench/tls.py [--records 200000] [--repeat 3]
+    .venv/bin/python bench/tls.py [--records 200000] [--repeat 3] [--warm-mib 1024] [--data-dir-on DIR]
 
 One ``kwire serve`` process with a PLAINTEXT and an SSL listener (a CA and
 certificate made for the run, tests/support/certs.py), on loopback:
