@@ -303,6 +303,27 @@ def validate_produce_records(records, max_message_bytes: int, *,
     return headers
 
 
+def own_batch_headers(records, max_message_bytes: int) -> list[BatchHeader]:
+    """Headers of batches the broker built itself (a coordinator's state records or offsets).
+
+    Only what the topic's limits require is checked: whole batches and
+    max.message.bytes (KafkaApiError CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+    INVALID_RECORD when empty).  The CRC and the record walk of
+    ``validate_produce_records`` guard against clients; these bytes came from
+    kafka-python's batch builder in this process, so they are skipped (about
+    half the CPU of such an append).
+    """
+    headers = list(iter_batches(records))
+    if not headers:
+        raise KafkaApiError(ErrorCode.INVALID_RECORD, "no record batch in the coordinator's data")
+    for header in headers:
+        if header.size > max_message_bytes:
+            raise KafkaApiError(ErrorCode.MESSAGE_TOO_LARGE,
+                                f"batch of {header.size} bytes at position {header.position} exceeds "
+                                f"max.message.bytes {max_message_bytes}")
+    return headers
+
+
 def stamp(buf: bytearray, position: int, base_offset: int, leader_epoch: int) -> None:
     """Write baseOffset and partitionLeaderEpoch of the batch at ``position`` (outside the CRC)."""
     _I64.pack_into(buf, position, base_offset)

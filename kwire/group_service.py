@@ -333,7 +333,8 @@ class GroupService:
             for i, (key, value) in enumerate(items):
                 builder.append(i, timestamp=ts, key=key, value=value, headers=[])
             plog = topic.partitions[p]
-            result = plog.append(bytes(builder.build()), now_ms=ts, coordinator=producer is not None)
+            result = plog.append(bytes(builder.build()), now_ms=ts, coordinator=producer is not None,
+                                 built_here=True)
             if result.needs_flush:
                 flushes.append(plog)
             if self.cluster is not None:

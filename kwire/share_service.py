@@ -321,7 +321,7 @@ class ShareService:
             for i, (key, value) in enumerate(items):
                 builder.append(i, timestamp=ts, key=key, value=value, headers=[])
             plog = topic.partitions[p]
-            if plog.append(bytes(builder.build()), now_ms=ts).needs_flush:
+            if plog.append(bytes(builder.build()), now_ms=ts, built_here=True).needs_flush:
                 flushes.append(plog)
         for plog in flushes:
             await run_blocking(plog.flush)

@@ -139,7 +139,7 @@ class ShareStateStore:
             replicas = self.cluster.replicas
             try:
                 leader = replicas.check_leader(tp, plog, None)
-                result = plog.append(bytes(builder.build()), now_ms=now)
+                result = plog.append(bytes(builder.build()), now_ms=now, built_here=True)
                 if result.needs_flush:
                     await run_blocking(plog.flush)
             except KafkaApiError as exc:

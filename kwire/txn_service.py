@@ -237,7 +237,7 @@ class TransactionService:
                                             producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
         builder.append(0, timestamp=now, key=write.key, value=write.value, headers=[])
         return await self._append_replicated((TRANSACTION_STATE_TOPIC, write.partition), plog,
-                                             lambda: plog.append(bytes(builder.build()), now_ms=now))
+                                             lambda: plog.append(bytes(builder.build()), now_ms=now, built_here=True))
 
     async def _append_replicated(self, tp, plog, append) -> ErrorCode:
         """Run ``append`` (a PartitionLog append) as the partition's leader, flush as its policy

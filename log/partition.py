@@ -245,8 +245,12 @@ class PartitionLog(ReplicaLog):
     # -- appending --------------------------------------------------------
 
     def append(self, records_data: bytes, *, now_ms: int,
-               produce_version: int = records.LATEST_PRODUCE_VERSION, coordinator: bool = False) -> AppendResult:
+               produce_version: int = records.LATEST_PRODUCE_VERSION, coordinator: bool = False,
+               built_here: bool = False) -> AppendResult:
         """Validate, assign offsets and append the record batches of one Produce partition.
+
+        ``built_here``: batches this broker built itself (a coordinator's records), checked
+        only against the topic's limits (``records.own_batch_headers``), not record by record.
 
         Raises KafkaApiError: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
         MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE (from
@@ -258,12 +262,15 @@ class PartitionLog(ReplicaLog):
         partition is offline).  Never fsyncs.
         """
         self.health.check_online()
-        headers = records.validate_produce_records(
-            records_data, self.config.max_message_bytes, produce_version=produce_version,
-            rules=records.RecordRules.for_topic(
-                self.config.cleanup_policy, self.config.message_timestamp_type,
-                self.config.message_timestamp_before_max_ms,
-                self.config.message_timestamp_after_max_ms), now_ms=now_ms)
+        if built_here:
+            headers = records.own_batch_headers(records_data, self.config.max_message_bytes)
+        else:
+            headers = records.validate_produce_records(
+                records_data, self.config.max_message_bytes, produce_version=produce_version,
+                rules=records.RecordRules.for_topic(
+                    self.config.cleanup_policy, self.config.message_timestamp_type,
+                    self.config.message_timestamp_before_max_ms,
+                    self.config.message_timestamp_after_max_ms), now_ms=now_ms)
         duplicate, pending = self._producers.check(headers, self.log_end_offset, f"{self.path}: ",
                                                    coordinator=coordinator)
         if duplicate is not None:

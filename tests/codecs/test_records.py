@@ -206,6 +206,21 @@ def test_empty_and_trailing_bytes():
     assert err.value.code == ErrorCode.CORRUPT_MESSAGE
 
 
+def test_own_batch_headers_match_full_validation_and_keep_the_limits():
+    """The broker's own batches (coordinator records) skip the record walk, not the limits."""
+    batches = build([b"a" * 10, b"b" * 20]) + build([b"c"])
+    assert R.own_batch_headers(batches, 1 << 20) == R.validate_produce_records(batches, 1 << 20)
+    with pytest.raises(KafkaApiError) as err:
+        R.own_batch_headers(batches, len(build([b"c"])) - 1)
+    assert err.value.code == ErrorCode.MESSAGE_TOO_LARGE
+    with pytest.raises(KafkaApiError) as err:
+        R.own_batch_headers(batches[:-1], 1 << 20)
+    assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaApiError) as err:
+        R.own_batch_headers(b"", 1 << 20)
+    assert err.value.code == ErrorCode.INVALID_RECORD
+
+
 def test_set_log_append_time_keeps_a_valid_crc():
     batch = bytearray(build([b"a", b"b"], compression=1))
     (h,) = R.validate_produce_records(bytes(batch), 1 << 20)
