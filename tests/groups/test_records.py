@@ -19,7 +19,8 @@ def test_partition_for_matches_java_hashcode():
     assert java_hash("") == 0
     assert java_hash("a") == 97
     assert java_hash("hello") == 99162322
-    for gid in ["", "a", "hello", "console-consumer-12345", "grüße", "😀group"]:
+    # twice each: computed, then from the cache; ids over 255 characters are never cached
+    for gid in ["", "a", "hello", "console-consumer-12345", "grüße", "😀group", "g" * 255, "é" * 300] * 2:
         assert partition_for(gid, 50) == (java_hash(gid) & 0x7FFFFFFF) % 50
     assert GroupCoordinator.partition_for("hello", 50) == 99162322 % 50
 
