@@ -63,7 +63,7 @@ def java_string_hash(text: str) -> int:
 
 
 # The same group and transactional ids come back on every request, and the loop above costs
-# microseconds per id; the cache holds at most 4096 ids of at most 255 characters (about 2 MB).
+# microseconds per id; the cache holds at most 4096 ids of at most 255 characters (a few MB at most).
 _CACHED_ID_CHARS = 255
 _cached_hash = functools.lru_cache(maxsize=4096)(java_string_hash)
 
