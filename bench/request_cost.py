@@ -42,27 +42,23 @@ def _request_bytes() -> bytes:
     return bytes(request.encode(header=True, framed=True))
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> None:
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = []
     while n:
         chunk = sock.recv(min(n, 1 << 16))
         if not chunk:
             raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
         n -= len(chunk)
+    return b"".join(chunks)
 
 
 def _round_trips(address: tuple[str, int], count: int, frame: bytes) -> None:
     with socket.create_connection(address, timeout=10) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        header = bytearray(4)
         for _ in range(count):
             sock.sendall(frame)
-            view, got = memoryview(header), 0
-            while got < 4:
-                n = sock.recv_into(view[got:])
-                if not n:
-                    raise ConnectionError("the broker closed the connection")
-                got += n
-            _recv_exactly(sock, struct.unpack(">i", header)[0])
+            _recv_exactly(sock, struct.unpack(">i", _recv_exactly(sock, 4))[0])
 
 
 def measure(broker, requests: int, connections: int) -> dict:
