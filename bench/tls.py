@@ -3,7 +3,9 @@
     .venv/bin/python bench/tls.py [--records 200000] [--repeat 3] [--warm-mib 1024] [--data-dir-on DIR]
 
 One ``kwire serve`` process with a PLAINTEXT and an SSL listener (a CA and
-certificate made for the run, tests/support/certs.py), on loopback:
+certificate made for the run, tests/support/certs.py), on loopback, started
+through bench/tls_broker.py, which counts the CPU time the broker spends
+decrypting:
 
 1. Produce 1 KiB records with librdkafka (confluent-kafka, acks=1) through each
    listener; the ratio SSL/PLAINTEXT is the cost of TLS (target: >= 0.60).
@@ -14,11 +16,19 @@ certificate made for the run, tests/support/certs.py), on loopback:
 Plaintext fetches go out with sendfile(2); TLS cannot, so an SSL fetch reads
 each slice with pread and encrypts it in the broker.  Prints a table and the
 ratios; no pass/fail (this is not a timed test).
+
+Where the time goes: for each produce run, the CPU seconds of the client (this
+process: the Python loop and librdkafka's threads), of the broker, and of the
+broker's decryption.  Client and broker share the machine's cores, so when both
+are busy the throughput ratio follows the ratio of their CPU seconds per record;
+the last lines give that ratio, and what it would be if the broker's TLS cost
+were nothing but decryption, or nothing at all.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import socket
 import ssl
 import statistics
@@ -33,6 +43,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench import host_memory  # noqa: E402
+from bench.tls_broker import read_counters  # noqa: E402
 from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
 from tests.support.certs import CertificateAuthority  # noqa: E402
 
@@ -69,6 +80,24 @@ def consume(config: dict, topic: str, records: int) -> float:
     return rate
 
 
+class CountingBroker(BrokerProcess):
+    """kwire serve through bench/tls_broker.py: its decryption time goes to ``counters``."""
+
+    def __init__(self, *args, counters: Path, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.counters = counters
+
+    def command(self) -> list[str]:
+        python, _, _, *rest = super().command()            # python -m kwire serve ...
+        return [python, str(Path(__file__).with_name("tls_broker.py")), str(self.counters), *rest]
+
+
+def own_cpu_seconds() -> float:
+    """User + system CPU time of this process, all its threads (librdkafka's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` so far, from /proc (Linux)."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -99,15 +128,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="kwire-bench-tls-", dir=args.data_dir_on) as tmp:
         server = CertificateAuthority().server_files(Path(tmp))
         ports = {"PLAINTEXT": free_port(), "SSL": free_port()}
-        broker = BrokerProcess(Path(tmp) / "data", port=ports["PLAINTEXT"], properties={
+        counters = Path(tmp) / "decrypt-counters"
+        broker = CountingBroker(Path(tmp) / "data", port=ports["PLAINTEXT"], properties={
             "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
-            **server.kafka_properties("PEM")}, args=["--log-level", "WARNING"])
+            **server.kafka_properties("PEM")}, args=["--log-level", "WARNING"], counters=counters)
         with broker:
             configs = {"PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"},
                        "SSL": {"bootstrap.servers": f"127.0.0.1:{ports['SSL']}", "security.protocol": "SSL",
                                "ssl.ca.location": str(server.truststore)}}
             runs: dict[str, list[float]] = {}
-            cpu: dict[str, list[float]] = {}      # the broker's CPU seconds per produce run
+            cpu: dict[str, list[float]] = {}      # "broker|client|decrypt NAME": CPU seconds per produce run
             admin = AdminClient(configs["PLAINTEXT"])
             for i in range(args.repeat):
                 # PLAINTEXT first on even repeats, SSL first on odd ones: neither side always
@@ -118,9 +148,11 @@ def main(argv=None) -> int:
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                     os.sync()   # every run starts with no dirty pages from the runs before it
                     host_memory.warm(args.warm_mib)
-                    before = cpu_seconds(broker.pid)
+                    before = cpu_seconds(broker.pid), own_cpu_seconds(), read_counters(counters)[0]
                     runs.setdefault(f"produce {name}", []).append(produce(config, topic, args.records))
-                    cpu.setdefault(name, []).append(cpu_seconds(broker.pid) - before)
+                    after = cpu_seconds(broker.pid), own_cpu_seconds(), read_counters(counters)[0]
+                    for part, spent in zip(("broker", "client", "decrypt"), (a - b for a, b in zip(after, before))):
+                        cpu.setdefault(f"{part} {name}", []).append(spent)
                     host_memory.warm(args.warm_mib)
                     runs.setdefault(f"consume {name}", []).append(consume(config, topic, args.records))
             handshakes = handshakes_per_second(ports["SSL"], str(server.truststore))
@@ -129,14 +161,23 @@ def main(argv=None) -> int:
     for op in ("produce", "consume"):
         print(f"{op:<52} {m[f'{op} PLAINTEXT']:>12,.0f} {m[f'{op} SSL']:>12,.0f} "
               f"{m[f'{op} SSL'] / m[f'{op} PLAINTEXT']:>7.2f}")
-    print(f"{'broker CPU-s per produce run (median)':<52} {statistics.median(cpu['PLAINTEXT']):>12.2f} "
-          f"{statistics.median(cpu['SSL']):>12.2f}")
+    c = {k: statistics.median(v) for k, v in cpu.items()}
+    for part, label in (("client", "client CPU-s per produce run (median)"),
+                        ("broker", "broker CPU-s per produce run (median)"),
+                        ("decrypt", "  of which decrypting TLS records")):
+        print(f"{label:<52} {c[f'{part} PLAINTEXT']:>12.2f} {c[f'{part} SSL']:>12.2f}")
     print("runs: " + "; ".join(f"{k} " + ", ".join(f"{v:,.0f}" for v in vs) for k, vs in runs.items()))
     # each SSL run against the PLAINTEXT run of the same repeat: the spread the medians hide
     for op in ("produce", "consume"):
         paired = sorted(t / p for t, p in zip(runs[f"{op} SSL"], runs[f"{op} PLAINTEXT"]))
         print(f"{op} ratio per repeat: median {statistics.median(paired):.2f}, "
               f"range {paired[0]:.2f}-{paired[-1]:.2f} ({', '.join(f'{r:.2f}' for r in paired)})")
+    # both processes busy on the same cores: throughput follows CPU seconds per record
+    plain = c["client PLAINTEXT"] + c["broker PLAINTEXT"]
+    print(f"CPU ratio (client + broker, PLAINTEXT / SSL): {plain / (c['client SSL'] + c['broker SSL']):.2f}; "
+          f"if the broker's TLS cost were only decryption: "
+          f"{plain / (c['client SSL'] + c['broker PLAINTEXT'] + c['decrypt SSL']):.2f}; "
+          f"if it were nothing: {plain / (c['client SSL'] + c['broker PLAINTEXT']):.2f}")
     print(f"{'TLS handshakes per second (one client, sequential)':<52} {handshakes:>12,.0f}")
     print("target: TLS produce >= 0.60 of plaintext")
     return 0
