@@ -33,6 +33,8 @@ if str(BENCH_DIR) not in sys.path:
 
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
+from kwire.testing_cluster import recv_exactly  # noqa: E402
+
 from run import log, parse_brokers, start_broker  # noqa: E402
 
 
@@ -42,23 +44,12 @@ def _request_bytes() -> bytes:
     return bytes(request.encode(header=True, framed=True))
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 16))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 def _round_trips(address: tuple[str, int], count: int, frame: bytes) -> None:
     with socket.create_connection(address, timeout=10) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(count):
             sock.sendall(frame)
-            _recv_exactly(sock, struct.unpack(">i", _recv_exactly(sock, 4))[0])
+            recv_exactly(sock, struct.unpack(">i", recv_exactly(sock, 4))[0])
 
 
 def measure(broker, requests: int, connections: int) -> dict:

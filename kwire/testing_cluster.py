@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from .testing_process import BrokerProcess, BrokerStartError
 from .zookeeper_process import ZooKeeperProcess
 
-__all__ = ["ClusterProcess", "TEST_DEFAULTS", "metadata_snapshot", "send_request", "wait_serving"]
+__all__ = ["ClusterProcess", "TEST_DEFAULTS", "metadata_snapshot", "recv_exactly", "send_request", "wait_serving"]
 
 T = TypeVar("T")
 
@@ -84,8 +84,8 @@ def send_request(address: str, request: Any, timeout: float = 5.0,
             raise
     with s:
         s.sendall(bytes(request.encode(header=True, framed=True)))
-        size, = struct.unpack(">i", _recv_exactly(s, 4))
-        body = _recv_exactly(s, size)
+        size, = struct.unpack(">i", recv_exactly(s, 4))
+        body = recv_exactly(s, size)
     response_class = request.header.get_response_class()
     response = response_class.decode(body, header=True)
     if response.header.correlation_id != 1:
@@ -93,7 +93,8 @@ def send_request(address: str, request: Any, timeout: float = 5.0,
     return response
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
+def recv_exactly(s: socket.socket, n: int) -> bytes:
+    """``n`` bytes from blocking socket ``s``; raises ConnectionError when the peer closes first."""
     chunks, left = [], n
     while left:
         chunk = s.recv(min(left, 1 << 20))
