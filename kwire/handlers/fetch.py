@@ -76,23 +76,23 @@ def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
 
 
 def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epoch: int | None,
-                  replica_id: int = -1, fetch_offset: int = -1, log_start_offset: int = -1) -> int | None:
+                  replica_id: int = -1) -> tuple[int | None, object]:
     """Whether this broker serves reads of the partition; raises KafkaApiError.
 
     Single node: the leader epoch check alone.  Cluster: leadership too
-    (kwire.replication), and a follower's fetch records its log end offset;
-    returns the offset a read may go up to (None = the high watermark; a
-    follower reads up to the log end offset)."""
+    (kwire.replication), and a follower must be an assigned replica.  Returns
+    (the offset a read may go up to: None = the high watermark, a follower reads
+    up to the log end offset; the leader state for a follower's fetch, else None)."""
     cluster = ctx.broker.cluster
     if cluster is None:
         check_leader_epoch(plog, current_leader_epoch)
-        return None
+        return None, None
     tp = (topic_name, partition)
     leader = cluster.replicas.check_leader(tp, plog, current_leader_epoch)
     if replica_id < 0:
-        return None
-    cluster.replicas.on_follower_fetch(tp, leader, replica_id, fetch_offset, log_start_offset)
-    return plog.log_end_offset
+        return None, None
+    cluster.replicas.check_follower(leader, replica_id)
+    return plog.log_end_offset, leader
 
 
 def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
@@ -101,8 +101,8 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
     if plog is None:
         return empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
     try:
-        max_offset = check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch,
-                                   replica_id, p.fetch_offset, getattr(p, "log_start_offset", -1))
+        max_offset, leader = check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch,
+                                           replica_id)
         if read_committed and replica_id < 0:
             max_offset = plog.last_stable_offset
         if budget > 0 or first:
@@ -114,6 +114,9 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
                 raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
     except KafkaApiError as exc:
         return empty_partition(p.partition, exc.code, plog), 0
+    if leader is not None:        # a valid follower fetch, read without error: now it counts
+        ctx.broker.cluster.replicas.on_follower_fetch((topic_name, p.partition), leader, replica_id,
+                                                      p.fetch_offset, getattr(p, "log_start_offset", -1))
     entry = empty_partition(p.partition, ErrorCode.NONE, plog)
     entry["records"] = slices
     if read_committed and slices:
