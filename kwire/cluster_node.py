@@ -40,7 +40,7 @@ from . import blocking
 from .fetcher import ReplicaFetcher
 from .peer import PeerConnection, PeerError
 from .peer_security import PeerConnector
-from .replication import ReplicaManager
+from .replication import IsrWriteUnknown, ReplicaManager
 from .zk import (CONTROLLED_SHUTDOWN, BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable,  # noqa: F401
                  post_to_trio)
 
@@ -235,8 +235,8 @@ class ClusterNode:
             topic = logs.get(name)
             if topic is None or p >= len(topic.partitions):
                 continue
-            self._apply_partition((name, p), topic.partitions[p], state,
-                                  snap.topics[name].assignment.get(p, ()), wanted_fetch)
+            await self._apply_partition((name, p), topic.partitions[p], state,
+                                        snap.topics[name].assignment.get(p, ()), wanted_fetch)
         for tp in list(self.replicas.leaders):
             state = snap.states.get(tp)
             if state is None or state.leader != self.node_id:
@@ -250,11 +250,17 @@ class ClusterNode:
                 del self.fetchers[source]
         self.broker.groups_follow_leadership(self)
 
-    def _apply_partition(self, tp, plog, state, replicas, wanted_fetch) -> None:
-        if state.leader == self.node_id:
-            self.replicas.become_leader(tp, plog, state.leader_epoch, replicas, state.isr, state.version)
-            return
-        self.replicas.stop_leading(tp)
+    async def _apply_partition(self, tp, plog, state, replicas, wanted_fetch) -> None:
+        # Under the partition's lock: a follower's truncation in a worker thread finishes first,
+        # and once this broker leads, no fetcher of the partition may truncate or append.
+        async with self.replicas.lock(tp):
+            if state.leader == self.node_id:
+                for fetcher in self.fetchers.values():
+                    fetcher.forget(tp)
+                self.replicas.become_leader(tp, plog, state.leader_epoch, replicas, state.isr,
+                                            state.version)
+                return
+            self.replicas.stop_leading(tp)
         if self.node_id not in replicas:
             return
         plog.enable_replication()
@@ -264,7 +270,8 @@ class ClusterNode:
         fetcher = self.fetchers.get(state.leader)
         if fetcher is None:
             fetcher = self.fetchers[state.leader] = ReplicaFetcher(
-                self.node_id, state.leader, self.open_peer, self.broker.config, self.broker.clock)
+                self.node_id, state.leader, self.open_peer, self.broker.config, self.broker.clock,
+                self.replicas.lock)
             self._nursery.start_soon(fetcher.run)
         fetcher.follow(tp, plog, state.leader_epoch)
         wanted_fetch.setdefault(state.leader, set()).add(tp)
@@ -324,8 +331,10 @@ class ClusterNode:
         try:
             version = await blocking.run_detached(self.zk.write_isr, tp[0], tp[1], new, expected_version)
         except Exception as exc:
+            # Maybe applied, maybe not: the state is read again, which settles it.
             logger.warning("%s-%d: ISR write failed: %r", tp[0], tp[1], exc)
-            return None
+            self._dirty.set()
+            raise IsrWriteUnknown(repr(exc)) from None
         if version is None:
             self._dirty.set()
         return version
@@ -450,15 +459,14 @@ class ClusterNode:
     async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
         """Ask the controller to move leadership off this broker and wait until it leads
         nothing another in-sync replica could lead (or ``timeout_s``)."""
-        path = f"{CONTROLLED_SHUTDOWN}/{self.node_id}"
-        await blocking.run_detached(self.zk.client.ensure_path, path)
+        await blocking.run_detached(self.zk.request_controlled_shutdown, self.node_id)
         self._dirty.set()
 
         def done(snap) -> bool:
             return not any(s.leader == self.node_id and len(s.isr) > 1 for s in snap.states.values())
         ok = await self.wait_for(done, timeout_s)
         logger.info("controlled shutdown: %s", "leadership moved away" if ok else "timed out")
-        await blocking.run_detached(self.zk.client.delete, path)
+        await blocking.run_detached(self.zk.clear_controlled_shutdown, self.node_id)
 
     async def _rebalance_loop(self) -> None:
         config = self.broker.config

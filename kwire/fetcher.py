@@ -75,8 +75,11 @@ class ReplicaFetcher:
     """Copies the partitions led by ``source_id`` into this broker's logs."""
 
     def __init__(self, node_id: int, source_id: int,
-                 connect: Callable[[int, str, float], Awaitable[PeerConnection]], config, clock):
-        """``connect(broker_id, client_id, timeout_s)`` opens a connection or raises PeerError."""
+                 connect: Callable[[int, str, float], Awaitable[PeerConnection]], config, clock,
+                 lock: Callable[[TopicPartition], trio.Lock]):
+        """``connect(broker_id, client_id, timeout_s)`` opens a connection or raises PeerError;
+        ``lock(tp)`` is the partition's role lock (kwire.replication.ReplicaManager.lock)."""
+        self.lock = lock
         self.node_id = node_id
         self.source_id = source_id
         self.connect = connect
@@ -175,14 +178,17 @@ class ReplicaFetcher:
             else:
                 target = min(p.end_offset, plog.log_end_offset)
         if target < plog.log_end_offset:
-            logger.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)", tp[0], tp[1],
-                        plog.log_end_offset, target, p.leader_epoch, p.end_offset)
-            try:
-                await run_blocking(plog.truncate_to, target)
-            except KafkaApiError as exc:
-                logger.error("%s-%d: truncation failed: %s", tp[0], tp[1], exc.message)
-                self._park(tp, s, exc.code)
-                return
+            async with self.lock(tp):
+                if self.partitions.get(tp) is not s:
+                    return               # this broker leads it now, or follows another epoch
+                logger.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)", tp[0],
+                            tp[1], plog.log_end_offset, target, p.leader_epoch, p.end_offset)
+                try:
+                    await run_blocking(plog.truncate_to, target)
+                except KafkaApiError as exc:
+                    logger.error("%s-%d: truncation failed: %s", tp[0], tp[1], exc.message)
+                    self._park(tp, s, exc.code)
+                    return
         s.truncated = done
 
     def _park(self, tp: TopicPartition, s: FollowState, code: ErrorCode) -> None:
@@ -231,8 +237,10 @@ class ReplicaFetcher:
                     self._apply(tp, s, p, flushes, restarts, starts)
         for plog in flushes:
             await run_blocking(plog.flush)
-        for plog, offset in restarts:
-            await run_blocking(plog.truncate_fully_and_start_at, offset)
+        for tp, s, offset in restarts:
+            async with self.lock(tp):
+                if self.partitions.get(tp) is s:     # still followed, never once led
+                    await run_blocking(s.plog.truncate_fully_and_start_at, offset)
         for plog, offset in starts:
             await run_blocking(plog.write_log_start_offset, offset)
             plog.advance_log_start(offset)
@@ -243,7 +251,7 @@ class ReplicaFetcher:
         plog = s.plog
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and plog.log_end_offset < p.log_start_offset:
             # Behind the leader's log start (retention or DeleteRecords): start over there.
-            restarts.append((plog, p.log_start_offset))
+            restarts.append((tp, s, p.log_start_offset))
             return
         if code != ErrorCode.NONE:
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -142,6 +142,9 @@ class ZooKeeperClient:
         path = layout.broker_path(info.broker_id)
         try:
             self.client.create(path, layout.encode_broker(info), ephemeral=True, makepath=True)
+            # A registration is a broker that is up: no request of an earlier run to shut down
+            # holds (a persistent marker left by an older kwire, killed mid-shutdown).
+            self.clear_controlled_shutdown(info.broker_id)
         except NodeExistsError:
             data, stat = self.client.get(path)
             if stat.ephemeralOwner == self.client.client_id[0]:
@@ -152,30 +155,31 @@ class ZooKeeperClient:
 
     # -- controller -----------------------------------------------------------------------
     def try_become_controller(self, broker_id: int, now_ms: int) -> tuple[int, int] | None:
-        """Create /controller; on success bump /controller_epoch and return (epoch, its znode
-        version).  None when another broker is controller."""
-        try:
-            self.client.create(layout.CONTROLLER, layout.encode_controller(broker_id, now_ms),
-                               ephemeral=True)
-        except NodeExistsError:
-            return None
+        """Create /controller and bump /controller_epoch in ONE multi-op (Kafka's
+        registerControllerAndIncrementControllerEpoch): a broker that lost the race, or whose
+        session ended meanwhile, can never bump the epoch after the real controller did.
+        Returns (epoch, the epoch znode's version), or None when another broker is controller."""
         while True:
+            if self.client.exists(layout.CONTROLLER) is not None:
+                return None
             try:
                 data, stat = self.client.get(layout.CONTROLLER_EPOCH)
+                epoch, expected = layout.decode_controller_epoch(data) + 1, stat.version
             except NoNodeError:
-                try:
-                    stat = self.client.create(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(1),
-                                              include_data=True)[1]
-                    return 1, stat.version
-                except NodeExistsError:
-                    continue
-            epoch = layout.decode_controller_epoch(data) + 1
-            try:
-                stat = self.client.set(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch),
-                                       version=stat.version)
-                return epoch, stat.version
-            except BadVersionError:
-                continue
+                epoch, expected = 1, None
+            tx = self.client.transaction()
+            tx.create(layout.CONTROLLER, layout.encode_controller(broker_id, now_ms), ephemeral=True)
+            if expected is None:
+                tx.create(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch))
+            else:
+                tx.set_data(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch), version=expected)
+            results = tx.commit()
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                return epoch, 0 if expected is None else expected + 1
+            if isinstance(results[0], NodeExistsError):
+                return None              # another broker became controller first
+            # the epoch moved or appeared meanwhile (a controller came and went): read again
 
     def resign_controller(self, broker_id: int) -> None:
         try:
@@ -279,13 +283,49 @@ class ZooKeeperClient:
         return done
 
     def write_isr(self, topic: str, partition: int, state: PartitionState, expected_version: int) -> int | None:
-        """The leader's conditional ISR update; the new znode version, or None on a lost race."""
+        """The leader's conditional ISR update; the new znode version, or None on a lost race.
+
+        A BadVersion can also be this very write, applied before the connection dropped and
+        retried by kazoo: the znode is read back and, when it holds exactly ``state``, the
+        write counts as done (Kafka's checkLeaderAndIsrZkData).  Raises KazooException or
+        KazooTimeoutError when the outcome cannot be known."""
+        path = layout.partition_state_path(topic, partition)
         try:
-            stat = self.client.set(layout.partition_state_path(topic, partition),
-                                   layout.encode_partition_state(state), version=expected_version)
-            return stat.version
-        except (BadVersionError, NoNodeError):
+            return self.client.set(path, layout.encode_partition_state(state), version=expected_version).version
+        except NoNodeError:
             return None
+        except BadVersionError:
+            pass
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        found = layout.decode_partition_state(data, stat.version)
+        if (found.leader, found.leader_epoch, tuple(found.isr), found.controller_epoch) == \
+                (state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch) \
+                and stat.version == expected_version + 1:
+            logger.info("%s-%d: ISR write found applied on read-back (version %d)", topic, partition,
+                        stat.version)
+            return stat.version
+        return None
+
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        """Ask the controller to move leadership off ``broker_id``: an EPHEMERAL
+        /admin/controlled_shutdown/<id>, so a broker killed before it finished (SIGTERM then
+        SIGKILL) does not stay "shutting down" after its session ends; Kafka keeps this in
+        the controller's memory and forgets it when the registration goes."""
+        self.client.ensure_path(CONTROLLED_SHUTDOWN)
+        try:
+            self.client.create(f"{CONTROLLED_SHUTDOWN}/{broker_id}", ephemeral=True)
+        except NodeExistsError:
+            pass
+
+    def clear_controlled_shutdown(self, broker_id: int) -> None:
+        """Remove /admin/controlled_shutdown/<id> (done, or left by an earlier run of this broker)."""
+        try:
+            self.client.delete(f"{CONTROLLED_SHUTDOWN}/{broker_id}")
+        except NoNodeError:
+            pass
 
     def create_topic(self, name: str, assignment, configs: dict[str, str], topic_id) -> bool:
         """Write /config/topics/<t> then /brokers/topics/<t> (Kafka's order); False if it exists.
