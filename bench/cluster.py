@@ -14,16 +14,28 @@ In one run, on one ZooKeeper-coordinated three-broker kwire cluster (loopback):
 3. Failover after a controlled shutdown (SIGTERM) of the leader: the same time
    (target: <= 1 s).
 
+    .venv/bin/python bench/cluster.py --sustained [--seconds 60] [--producers 40] [--repeat 1]
+
+instead runs only the sustained load (issue 28), on a cluster of its own whose brokers have
+replica.lag.time.max.ms=3000: 40 confluent-kafka producers, each its own Producer instance
+(own connections), spread over 4-8 processes, send acks=all, linger.ms=0, 1 KiB records as
+fast as they can to a 1-partition RF=3 topic with min.insync.replicas=2, then the same load
+to an RF=1 topic (the order alternates over --repeat).  Reports records/s acknowledged, ISR
+shrinks (the state znode sampled every 0.1 s with kazoo, and the brokers' "ISR [..] -> [..]"
+log lines; target 0), NOT_ENOUGH_REPLICAS / _AFTER_APPEND errors in the delivery callbacks
+(target 0) and the RF=3/RF=1 ratio.  Every process it starts is ended by PID on exit.
+
 Prints a table and the ratios; no pass/fail (this is not a timed test).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pathlib
 import statistics
 import sys
 import time
-import pathlib
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -116,12 +128,40 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     # 20,000 records made a 40 ms run whose ratio swung from 0.49 to 0.86; 300,000 take about 1 s
     parser.add_argument("--records", type=int, default=300000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs of each kind (default 5; 1 with --sustained, where RF=3 and RF=1 alternate)")
     parser.add_argument("--no-failover", action="store_true", help="throughput only")
     # an RF=3 run puts about 1.2 GB of new pages in use (three copies, the client's buffers)
     parser.add_argument("--warm-mib", type=int, default=2048,
                         help="MiB of memory touched and freed before each run (bench/host_memory.py; 0: none)")
+    sus = parser.add_argument_group("sustained load (--sustained: only this, on a cluster of its own)")
+    sus.add_argument("--sustained", action="store_true",
+                     help="acks=all load from many producers on an RF=3 (min.insync.replicas=2) and an RF=1 "
+                          "partition: records/s, ISR shrinks, NOT_ENOUGH_REPLICAS errors")
+    sus.add_argument("--seconds", type=float, default=60, help="seconds of load per run (default 60)")
+    sus.add_argument("--producers", type=int, default=40, help="Producer instances, one connection each (default 40)")
+    sus.add_argument("--workers", type=int, default=None,
+                     help="processes the producers are spread over (default: 10 producers each, 4 to 8)")
+    sus.add_argument("--queue-messages", type=int, default=1000,
+                     help="queue.buffering.max.messages of each producer (default 1000, 1 MiB)")
+    sus.add_argument("--retries", type=int, default=0,
+                     help="producer retries (default 0: every failed produce reaches the delivery callback)")
+    sus.add_argument("--message-timeout-ms", type=int, default=30000)
+    sus.add_argument("--drain", type=float, default=30,
+                     help="seconds the producers may take to flush after the load (then purged)")
+    parser.add_argument("--sustained-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    from bench import cluster_sustained      # here: it imports this module's helpers
+    if args.sustained_worker:
+        return cluster_sustained.sustained_worker(json.loads(args.sustained_worker))
+    if args.sustained:
+        if args.seconds < 1 or args.producers < 1:
+            parser.error("--seconds must be at least 1 and --producers at least 1")
+        args.repeat = args.repeat or 1
+        args.workers = args.workers or min(8, max(4, -(-args.producers // 10)))
+        args.workers = max(1, min(args.workers, args.producers))
+        return cluster_sustained.sustained(args)
+    args.repeat = args.repeat or 5
     with ClusterProcess(3, properties={"zookeeper.session.timeout.ms": SESSION_MS,
                                 "auto.leader.rebalance.enable": "false"}) as cluster:
         create(cluster.bootstrap, "rf1", 3, 1)
