@@ -216,6 +216,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               at_least(1)),
     ConfigKey("transaction.state.log.segment.bytes", T.INT, 104857600,
               "Segment size of the transaction topic.", at_least(1)),
+    ConfigKey("producer.id.expiration.ms", T.INT, 86400000,
+              "How long a partition remembers an idempotent producer after its last write (its "
+              "id, epoch and recent sequences, for duplicate and order checks); a producer with "
+              "a transaction open there is kept.", at_least(1)),
     ConfigKey("transaction.max.timeout.ms", T.INT, 900000,
               "The longest transaction.timeout.ms a producer may ask for.", at_least(1)),
     ConfigKey("transactional.id.expiration.ms", T.INT, 604800000,

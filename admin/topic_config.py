@@ -229,6 +229,7 @@ def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         min_cleanable_dirty_ratio=get("min.cleanable.dirty.ratio"),
         min_compaction_lag_ms=get("min.compaction.lag.ms"),
         max_compaction_lag_ms=get("max.compaction.lag.ms"),
+        producer_id_expiration_ms=broker.value_of("producer.id.expiration.ms"),
     )
 
 

@@ -25,6 +25,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5   # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0           # min.compaction.lag.ms
     max_compaction_lag_ms: int = 9223372036854775807  # max.compaction.lag.ms
+    producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms (broker only)
 
     @property
     def compacted(self) -> bool:

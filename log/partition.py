@@ -21,11 +21,11 @@ the transactions clients' transactional batches open, ``append_control``
 writes the coordinator's COMMIT/ABORT markers, ``last_stable_offset`` is
 where read_committed consumers stop (<= high watermark) and
 ``aborted_transactions`` answers Fetch's aborted-transaction list from the
-segments' ``.txnindex`` files.  On open, producer state (idempotence and
-open transactions) is rebuilt by replaying the batch headers of the newest
-PRODUCER_STATE_SEGMENTS segments, from the ``.txnsnapshot`` of the first one
-replayed; the replay starts earlier when a segment recovery checked needs its
-transaction index rebuilt, or when a snapshot is missing.
+segments' ``.txnindex`` files.  Producer state (idempotence and open
+transactions) is snapshotted whole into each new segment's ``.txnsnapshot``
+when it is rolled, dropping producers idle past ``producer.id.expiration.ms``;
+on open and after a truncation it is rebuilt from the newest usable snapshot
+and the batch headers after it (kwire.log.producer_snapshots).
 
 Everything here is synchronous and takes time as ``now_ms``.  ``append`` and
 ``read`` only write to / read from the page cache; ``flush``, ``close``,
@@ -56,10 +56,11 @@ from typing import NamedTuple
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from . import checkpoints, cleaner, recovery
+from . import checkpoints, cleaner, producer_snapshots, recovery
 from .config import LogConfig
 from .health import StorageHealth
-from .producer_state import PendingAppend, ProducerStateManager, SnapshotCorrupt
+from .producer_snapshots import PRODUCER_STATE_SEGMENTS  # noqa: F401  (re-exported)
+from .producer_state import PendingAppend, ProducerStateManager
 from .replica import AppendResult, ReplicaLog
 from .segment import CorruptSegment, LogSegment, UndoFailed, bisect_segments
 from .slices import RecordSlices
@@ -78,7 +79,6 @@ class ActiveProducer(NamedTuple):
     current_txn_start_offset: int  # -1: no transaction open here
 
 
-PRODUCER_STATE_SEGMENTS = 2     # newest segments replayed to rebuild producer state
 INT32_MAX = 2**31 - 1
 RECOVERY_POINT_INTERVAL_MS = 60_000   # Kafka's log.flush.offset.checkpoint.interval.ms
 
@@ -170,77 +170,14 @@ class PartitionLog(ReplicaLog):
         # + 1: an epoch starting at the log end is kept (a leader that has not appended yet)
         self._epochs.truncate_from_end(self.log_end_offset + 1)
         self.leader_epoch = self._epochs.latest_epoch or 0
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(now_ms)
 
-    def _rebuild_producer_state(self) -> None:
-        """Replay the newest segments (further back if a transaction index needs a rebuild or a
-        snapshot is missing), rebuilding the flagged transaction indexes.  Blocking.  Raises
-        OSError (a transaction index could not be written)."""
-        segments = self.segments
-        first = max(0, len(segments) - PRODUCER_STATE_SEGMENTS)
-        first = min([first] + [i for i, s in enumerate(segments) if s.rebuild_txn_index])
-        first = self._load_snapshot(first)
-        for i in range(first, len(segments)):
-            segment = segments[i]
-            if i > first:
-                self._repair_snapshot(segment)
-            self._check_txn_index(segment)
-            aborted = []
-            try:
-                for header in segment.iter_headers(0):
-                    marker = None
-                    if header.is_control:
-                        data = segment.read(header.position, header.size)
-                        marker = records.control_marker(data, records.read_header(data))
-                    aborted.extend(self._producers.replay(header, marker))
-            except KafkaApiError as exc:
-                logger.warning("%s: producer state rebuild stopped: %s", self.path, exc)
-            if segment.rebuild_txn_index:
-                segment.txn_index.reset(aborted)
-                segment.txn_index.flush()
-                segment.rebuild_txn_index = False
-
-    def _load_snapshot(self, first: int) -> int:
-        """Load the open transactions at the start of segment ``first``, or of an earlier one
-        if its snapshot is missing or damaged; returns the segment to replay from."""
-        while True:
-            segment, why = self.segments[first], None
-            try:
-                data = segment.read_snapshot()
-                if data is not None:
-                    self._producers.load_snapshot(data)
-                    return first
-            except (OSError, SnapshotCorrupt) as exc:
-                why = f"{segment.snapshot_path} is unreadable: {exc}"
-            self._producers.clear()
-            if first == 0:     # a log's first segment has no snapshot: nothing was open
-                if why:
-                    logger.warning("%s: %s; transactions open before offset %d are not known",
-                                   self.path, why, segment.base_offset)
-                return first
-            logger.log(logging.WARNING if why else logging.INFO,
-                       "%s: %s; replaying from the previous segment", self.path,
-                       why or f"no {segment.snapshot_path}")
-            first -= 1
-
-    def _repair_snapshot(self, segment: LogSegment) -> None:
-        """Write the snapshot of a segment the replay reached if it is missing, damaged or
-        differs from the replayed state (best effort: a failure is logged)."""
-        state = self._producers.snapshot()
-        try:
-            if segment.read_snapshot() != state:
-                segment.write_snapshot(state, sync=True)
-        except OSError as exc:
-            logger.warning("%s: could not rewrite %s: %s", self.path, segment.snapshot_path, exc)
-
-    def _check_txn_index(self, segment: LogSegment) -> None:
-        """Flag a transaction index that cannot be read for the rebuild."""
-        if not segment.rebuild_txn_index:
-            try:
-                segment.txn_index.entries()
-            except (OSError, TxnIndexCorrupt) as exc:
-                logger.warning("%s: rebuilding %s: %s", self.path, segment.txn_index.path, exc)
-                segment.rebuild_txn_index = True
+    def _rebuild_producer_state(self, now_ms: int | None = None) -> None:
+        """Rebuild producer state from the newest usable snapshot (kwire.log.producer_snapshots);
+        with ``now_ms`` expired producers are dropped.  Blocking.  Raises OSError (a
+        transaction index could not be written)."""
+        producer_snapshots.rebuild(self.path, self.segments, self._producers, now_ms=now_ms,
+                                   expiration_ms=self.config.producer_id_expiration_ms)
 
     # -- appending --------------------------------------------------------
 
@@ -271,13 +208,13 @@ class PartitionLog(ReplicaLog):
                     self.config.cleanup_policy, self.config.message_timestamp_type,
                     self.config.message_timestamp_before_max_ms,
                     self.config.message_timestamp_after_max_ms), now_ms=now_ms)
+        append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         duplicate, pending = self._producers.check(headers, self.log_end_offset, f"{self.path}: ",
-                                                   coordinator=coordinator)
+                                                   coordinator=coordinator, append_time=append_time)
         if duplicate is not None:
             return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,
                                 self.log_start_offset, True,
                                 duplicate.last_offset - duplicate.first_offset + 1, False)
-        append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         base, size = self.log_end_offset, len(records_data)
         parts = records.stamp_batches(records_data, headers, base, self.leader_epoch, append_time)
         count, needs_flush = self._write(parts, size, headers, now_ms, pending)
@@ -303,7 +240,8 @@ class PartitionLog(ReplicaLog):
         self.health.check_online()
         base = self.log_end_offset
         pending = self._producers.check_marker(producer_id, producer_epoch, commit,
-                                               coordinator_epoch, base, f"{self.path}: ")
+                                               coordinator_epoch, base, f"{self.path}: ",
+                                               timestamp=now_ms)
         data = records.build_control_batch(producer_id, producer_epoch, commit,
                                            coordinator_epoch, now_ms)
         headers = [records.read_header(data)]
@@ -367,14 +305,15 @@ class PartitionLog(ReplicaLog):
         return active
 
     def _roll(self, now_ms: int) -> LogSegment:
-        """Seal the active segment and start a new one, with the snapshot of the transactions
-        open at its start.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) (the log is unchanged
-        but for a valid final time-index entry)."""
+        """Seal the active segment and start a new one, with the snapshot of the producer state
+        at its start, expired producers dropped first.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)
+        (the log is unchanged but for a valid final time-index entry and expired producers)."""
         old = self.segments[-1]
         try:
             old.seal()
             new = LogSegment.create(self.path, self.log_end_offset, now_ms=now_ms,
                                     index_interval=self.config.index_interval_bytes)
+            self._producers.remove_expired(now_ms, self.config.producer_id_expiration_ms)
             new.write_snapshot(self._producers.snapshot())
         except OSError as exc:
             LogSegment(self.path, self.log_end_offset, created_ms=now_ms).delete()

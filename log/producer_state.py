@@ -12,9 +12,9 @@ ProducerAppendInfo:
 * a higher epoch must start at sequence 0 -> else OUT_OF_ORDER_SEQUENCE_NUMBER;
 * the same epoch must continue at last sequence + 1 (INT32_MAX wraps to 0)
   -> else OUT_OF_ORDER_SEQUENCE_NUMBER;
-* a producer with no state here (new, or its batches were deleted by
-  retention) is accepted at any sequence, as Kafka has done since KIP-360;
-  UNKNOWN_PRODUCER_ID is therefore never returned.
+* a producer with no state here (new, or expired: see Expiry) is accepted
+  at any sequence, as Kafka has done since KIP-360; UNKNOWN_PRODUCER_ID is
+  therefore never returned.  Retention deleting its batches forgets nothing.
 
 Transactions (KIP-98).  A transactional batch (attribute bit 4) from a
 producer with no transaction open in this partition starts one at its base
@@ -52,26 +52,44 @@ and ``plan_replay`` (a follower's batches) compute a ``PendingAppend``
 without changing anything; ``commit`` installs it once the bytes are
 written, so a failed write changes nothing.
 
-Persistence.  Idempotent state is not persisted: the partition replays the
-batch headers of its newest segments on open (headers only, so it is
-cheap); a producer whose batches lie only in older segments is unknown,
-hence the KIP-360 leniency above.  A transaction, however, may have started
-in any older segment, so every segment but a log's first starts with a
-snapshot of the transactions open at its base offset, ``<base>.txnsnapshot``
-(written when the segment is rolled, fsynced with the segment).  The rebuild
-(kwire.log.partition) loads the snapshot of the first segment it replays and
-replays from there, reading the one control record of each control batch.  A
-missing or damaged snapshot (a crash before its fsync, a log written by an
-older kwire) makes it start one segment earlier, down to the first segment,
-whose missing snapshot means nothing was open; snapshots it passed are
-written again.  Snapshot byte layout (big-endian)::
+Expiry (Kafka's ``producer.id.expiration.ms``).  Every producer remembers the
+timestamp of its last batch (the max timestamp of its last data batch, the
+append time on LogAppendTime topics, or its last marker's timestamp);
+``remove_expired(now_ms, expiration_ms)`` forgets those idle for at least
+``expiration_ms``, never one with a transaction open here.  The partition
+calls it when it writes a snapshot and after a rebuild; a forgotten producer
+is unknown, hence the KIP-360 leniency above.
+
+Persistence.  Every segment but a log's first starts with a snapshot of the
+whole producer state at its base offset, ``<base>.txnsnapshot``: every
+unexpired producer with its epochs, open transaction, last timestamp and
+cached batches, so a retry is recognised after a restart, a truncation or a
+failover however old its batches are (Kafka's ``<offset>.snapshot``).  It is
+written when the segment is rolled (a follower rolls through the same code)
+and fsynced with the segment.  The rebuild (kwire.log.producer_snapshots)
+loads the newest usable snapshot and replays the batch headers after it.
+Version 0, written by older kwire, holds only the open transactions; it is
+still read (``load_snapshot`` then returns False and the rebuild replays the
+newest segments from it, as that kwire did).  Byte layout (big-endian)::
 
     offset  size  field
-         0     2  version            int16   0
+         0     2  version            int16   1 (0: the older layout below)
          2     4  crc                uint32  CRC-32C of every byte after this field
-         6     4  count              int32
-        10    22  count entries:     producer_id int64, producer_epoch int16,
-                                     coordinator_epoch int32, first_offset int64
+         6     4  count              int32   producers, by ascending producer id
+        10     .  count producers, each 31 bytes and its batches:
+                    producer_id        int64
+                    producer_epoch     int16
+                    coordinator_epoch  int32   -1: no marker seen
+                    txn_first_offset   int64   -1: no transaction open here
+                    last_timestamp     int64   -1: unknown
+                    batch_count        int8    0..5
+                  then batch_count cached batches, oldest first, each 24 bytes:
+                    first_sequence int32, last_sequence int32,
+                    first_offset int64, last_offset int64
+
+    version 0: offset 10, count entries of 22 bytes: producer_id int64,
+    producer_epoch int16, coordinator_epoch int32, first_offset int64 (of the
+    open transaction: only producers with one are listed)
 """
 from __future__ import annotations
 
@@ -89,11 +107,17 @@ from .txn_index import AbortedTxn
 MAX_CACHED_BATCHES = 5
 NO_COORDINATOR_EPOCH = -1
 
-SNAPSHOT_VERSION = 0
+SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEAD = struct.Struct(">hIi")     # version, crc, count
-_SNAPSHOT_ENTRY = struct.Struct(">qhiq")   # producer_id, epoch, coordinator_epoch, first_offset
-assert (_SNAPSHOT_HEAD.size, _SNAPSHOT_ENTRY.size) == (10, 22)
+# producer_id, epoch, coordinator_epoch, txn_first_offset, last_timestamp, batch_count
+_SNAPSHOT_PRODUCER = struct.Struct(">qhiqqb")
+_SNAPSHOT_BATCH = struct.Struct(">iiqq")   # first_seq, last_seq, first_offset, last_offset
+_V0_ENTRY = struct.Struct(">qhiq")         # producer_id, epoch, coordinator_epoch, first_offset
+assert (_SNAPSHOT_HEAD.size, _SNAPSHOT_PRODUCER.size, _SNAPSHOT_BATCH.size, _V0_ENTRY.size) == (
+    10, 31, 24, 22)
 _CRC_START = 6
+NO_TXN = -1
+NO_TIMESTAMP = -1
 
 
 class SnapshotCorrupt(ValueError):
@@ -116,6 +140,7 @@ class ProducerEntry:
         default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
     coordinator_epoch: int = NO_COORDINATOR_EPOCH
     txn_first_offset: int | None = None     # first offset of its open transaction here
+    last_timestamp: int = NO_TIMESTAMP      # of its last batch or marker, for expiry
 
     @property
     def last_seq(self) -> int:
@@ -124,7 +149,7 @@ class ProducerEntry:
     def copy(self) -> ProducerEntry:
         return ProducerEntry(self.producer_id, self.epoch,
                              collections.deque(self.batches, maxlen=MAX_CACHED_BATCHES),
-                             self.coordinator_epoch, self.txn_first_offset)
+                             self.coordinator_epoch, self.txn_first_offset, self.last_timestamp)
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         if header.producer_epoch != self.epoch:
@@ -140,11 +165,17 @@ class ProducerEntry:
             self.epoch = epoch
             self.batches.clear()
 
-    def record(self, header: BatchHeader) -> None:
-        """Remember a batch that is now in the log (``header.base_offset`` is final)."""
+    def record(self, header: BatchHeader, timestamp: int) -> None:
+        """Remember a batch that is now in the log (``header.base_offset`` is final) and
+        ``timestamp``, its max timestamp as stored."""
         self.set_epoch(header.producer_epoch)
         self.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                           header.base_offset, header.last_offset))
+        self.last_timestamp = timestamp
+
+    def expired(self, now_ms: int, expiration_ms: int) -> bool:
+        """Kafka's isProducerExpired: idle for ``expiration_ms`` with no transaction open."""
+        return self.txn_first_offset is None and now_ms - self.last_timestamp >= expiration_ms
 
 
 @dataclasses.dataclass(slots=True)
@@ -186,7 +217,8 @@ class ProducerStateManager:
     # -- leader appends -----------------------------------------------------
 
     def check(self, headers: list[BatchHeader], first_offset: int, where: str = "", *,
-              coordinator: bool = False) -> tuple[BatchMetadata | None, PendingAppend]:
+              coordinator: bool = False, append_time: int = -1
+              ) -> tuple[BatchMetadata | None, PendingAppend]:
         """Validate the idempotent and transactional batches of one Produce append that would
         start at ``first_offset``.
 
@@ -199,6 +231,7 @@ class ProducerStateManager:
         ``coordinator``: the batches were written by the group coordinator for a
         producer's transaction (TxnOffsetCommit, Kafka's AppendOrigin.Coordinator):
         only the epoch is checked, and their sequence numbers are not the producer's.
+        ``append_time``: the timestamp the batches will carry on a LogAppendTime topic, else -1.
         """
         pending = PendingAppend()
         offset = first_offset
@@ -225,10 +258,12 @@ class ProducerStateManager:
                                         f"{where}producer {pid} sent a non-transactional batch "
                                         f"while its transaction from offset "
                                         f"{entry.txn_first_offset} is open")
+                timestamp = append_time if append_time >= 0 else header.max_timestamp
                 if not coordinator:
-                    entry.record(dataclasses.replace(header, base_offset=offset))
+                    entry.record(dataclasses.replace(header, base_offset=offset), timestamp)
                 else:
                     entry.set_epoch(header.producer_epoch)
+                    entry.last_timestamp = timestamp
                 if header.is_transactional and entry.txn_first_offset is None:
                     entry.txn_first_offset = offset
                 pending.entries[pid] = entry
@@ -252,10 +287,11 @@ class ProducerStateManager:
                                 f"expected {(entry.last_seq + 1) % (INT32_MAX + 1)}")
 
     def check_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                     coordinator_epoch: int, offset: int, where: str = "") -> PendingAppend:
-        """Validate an end-transaction marker the leader would append at ``offset``; the result
-        goes to ``commit`` once it is written.  Raises KafkaApiError with
-        INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED."""
+                     coordinator_epoch: int, offset: int, where: str = "", *,
+                     timestamp: int = NO_TIMESTAMP) -> PendingAppend:
+        """Validate an end-transaction marker the leader would append at ``offset`` with
+        ``timestamp``; the result goes to ``commit`` once it is written.  Raises
+        KafkaApiError with INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED."""
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = ProducerEntry(producer_id, producer_epoch)
@@ -272,6 +308,7 @@ class ProducerStateManager:
             entry = entry.copy()
         pending = PendingAppend()
         self._end_txn(pending, entry, commit, producer_epoch, coordinator_epoch, offset)
+        entry.last_timestamp = timestamp
         return pending
 
     def _end_txn(self, pending: PendingAppend, entry: ProducerEntry, commit: bool,
@@ -320,9 +357,10 @@ class ProducerStateManager:
             if marker is not None:
                 self._end_txn(pending, entry, marker[0] == CONTROL_COMMIT,
                               header.producer_epoch, marker[1], header.base_offset)
+                entry.last_timestamp = header.max_timestamp
                 continue
             if header.producer_epoch >= entry.epoch:   # an older epoch's batches are not cached
-                entry.record(header)
+                entry.record(header, header.max_timestamp)
             if header.is_transactional and entry.txn_first_offset is None:
                 entry.txn_first_offset = header.base_offset
             pending.entries[pid] = entry
@@ -369,34 +407,82 @@ class ProducerStateManager:
         self.ongoing.clear()
         self._unreplicated.clear()
 
-    # -- snapshots of the open transactions ------------------------------------
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers idle for at least ``expiration_ms`` at ``now_ms`` (never one
+        with an open transaction); returns their ids, ascending."""
+        gone = sorted(pid for pid, entry in self._producers.items()
+                      if entry.expired(now_ms, expiration_ms))
+        for pid in gone:
+            del self._producers[pid]
+        return gone
+
+    # -- snapshots (module docstring) ------------------------------------------
 
     def snapshot(self) -> bytes:
-        """The open transactions, in the ``.txnsnapshot`` layout (module docstring)."""
-        body = bytearray(_SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, 0, len(self.ongoing)))
-        for pid, first in sorted(self.ongoing.items()):
-            entry = self._producers[pid]
-            body += _SNAPSHOT_ENTRY.pack(pid, entry.epoch, entry.coordinator_epoch, first)
+        """Every producer held, in the ``.txnsnapshot`` layout (version 1)."""
+        body = bytearray(_SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, 0, len(self._producers)))
+        for pid, entry in sorted(self._producers.items()):
+            first = NO_TXN if entry.txn_first_offset is None else entry.txn_first_offset
+            body += _SNAPSHOT_PRODUCER.pack(pid, entry.epoch, entry.coordinator_epoch, first,
+                                            entry.last_timestamp, len(entry.batches))
+            for b in entry.batches:
+                body += _SNAPSHOT_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
         struct.pack_into(">I", body, 2, crc32c.crc32c(memoryview(body)[_CRC_START:]))
         return bytes(body)
 
-    def load_snapshot(self, data: bytes) -> None:
-        """Start over from a snapshot: only its open transactions are known.  Raises
+    def load_snapshot(self, data: bytes) -> bool:
+        """Start over from a snapshot.  Returns True for the whole state (version 1), False
+        for a version 0 snapshot, which holds only the open transactions.  Raises
         SnapshotCorrupt (the state is then empty)."""
         self.clear()
         if len(data) < _SNAPSHOT_HEAD.size:
             raise SnapshotCorrupt(f"{len(data)} bytes, shorter than the header")
         version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
-        if version != SNAPSHOT_VERSION:
+        if version not in (0, SNAPSHOT_VERSION):
             raise SnapshotCorrupt(f"unknown version {version}")
         if crc32c.crc32c(memoryview(data)[_CRC_START:]) != crc:
             raise SnapshotCorrupt("CRC mismatch")
-        if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
-            raise SnapshotCorrupt(f"{len(data)} bytes for {count} entries")
-        for i in range(count):
-            pid, epoch, coordinator_epoch, first = _SNAPSHOT_ENTRY.unpack_from(
-                data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size)
-            self._producers[pid] = ProducerEntry(pid, epoch, coordinator_epoch=coordinator_epoch,
-                                                 txn_first_offset=first)
-            self.ongoing[pid] = first
-            self.max_producer_id = max(self.max_producer_id, pid)
+        if count < 0:
+            raise SnapshotCorrupt(f"negative count {count}")
+        entries = _decode_v0(data, count) if version == 0 else _decode(data, count)
+        for entry in entries:
+            self._producers[entry.producer_id] = entry
+            if entry.txn_first_offset is not None:
+                self.ongoing[entry.producer_id] = entry.txn_first_offset
+        self.max_producer_id = max(self.max_producer_id, max(self._producers, default=-1))
+        return version == SNAPSHOT_VERSION
+
+
+def _decode(data: bytes, count: int) -> list[ProducerEntry]:
+    """The producers of a version 1 snapshot.  Raises SnapshotCorrupt."""
+    entries, position, previous = [], _SNAPSHOT_HEAD.size, -1
+    for _ in range(count):
+        if position + _SNAPSHOT_PRODUCER.size > len(data):
+            raise SnapshotCorrupt(f"{len(data)} bytes, too short for {count} producers")
+        pid, epoch, coordinator_epoch, first, timestamp, n = _SNAPSHOT_PRODUCER.unpack_from(
+            data, position)
+        position += _SNAPSHOT_PRODUCER.size
+        if pid <= previous or not 0 <= n <= MAX_CACHED_BATCHES or first < NO_TXN:
+            raise SnapshotCorrupt(f"producer {pid} at byte {position - _SNAPSHOT_PRODUCER.size} "
+                                  f"is out of order or malformed")
+        if position + n * _SNAPSHOT_BATCH.size > len(data):
+            raise SnapshotCorrupt(f"{len(data)} bytes, too short for producer {pid}'s batches")
+        batches = collections.deque(
+            (BatchMetadata(*_SNAPSHOT_BATCH.unpack_from(data, position + i * _SNAPSHOT_BATCH.size))
+             for i in range(n)), maxlen=MAX_CACHED_BATCHES)
+        position += n * _SNAPSHOT_BATCH.size
+        entries.append(ProducerEntry(pid, epoch, batches, coordinator_epoch,
+                                     None if first == NO_TXN else first, timestamp))
+        previous = pid
+    if position != len(data):
+        raise SnapshotCorrupt(f"{len(data) - position} bytes after {count} producers")
+    return entries
+
+
+def _decode_v0(data: bytes, count: int) -> list[ProducerEntry]:
+    """The open transactions of a version 0 snapshot.  Raises SnapshotCorrupt."""
+    if len(data) != _SNAPSHOT_HEAD.size + count * _V0_ENTRY.size:
+        raise SnapshotCorrupt(f"{len(data)} bytes for {count} entries")
+    return [ProducerEntry(pid, epoch, coordinator_epoch=coordinator_epoch, txn_first_offset=first)
+            for pid, epoch, coordinator_epoch, first in _V0_ENTRY.iter_unpack(
+                memoryview(data)[_SNAPSHOT_HEAD.size:])]

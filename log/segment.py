@@ -1,5 +1,5 @@
 """One log segment: a ``.log`` file of whole v2 batches, its two sparse indexes, its
-aborted-transaction index and the snapshot of the transactions open at its start.
+aborted-transaction index and the snapshot of the producer state at its start.
 
 Files, named by the segment's base offset in 20 digits::
 
@@ -545,7 +545,7 @@ class LogSegment:
             logger.warning("%s; it will be rebuilt", exc)
             self.rebuild_txn_index = True
 
-    # -- transaction snapshot (kwire.log.producer_state owns the format) -------
+    # -- producer-state snapshot (kwire.log.producer_state owns the format) ----
 
     def write_snapshot(self, data: bytes, *, sync: bool = False) -> None:
         """Write ``.txnsnapshot`` whole (page cache; fsynced now with ``sync``, else by the
