@@ -8,8 +8,6 @@ resend a batch after a restart on purpose)."""
 from __future__ import annotations
 
 import collections
-import socket
-import struct
 import time
 import uuid
 
@@ -18,6 +16,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from tests.integration.test_transactions_protocol import Conn as TxnConn
 
 pytestmark = pytest.mark.clients
 
@@ -28,32 +28,11 @@ FILL_RECORD = 16 << 10
 FILL_PER_BATCH = 16                      # 256 KiB batches
 
 
-class Conn:
-    """One socket: a request, then its response."""
-
-    def __init__(self, bootstrap: str):
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.correlation_id = 0
+class Conn(TxnConn):
+    """The transaction protocol tests' connection, plus what this test sends."""
 
     def close(self):
         self.sock.close()
-
-    def _recv(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            buf += chunk
-        return buf
-
-    def call(self, request):
-        self.correlation_id += 1
-        request.with_header(correlation_id=self.correlation_id, client_id="idempotent-restart")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size, = struct.unpack(">i", self._recv(4))
-        return request.header.get_response_class().decode(self._recv(size), header=True)
 
     def producer_id(self) -> tuple[int, int]:
         r = self.call(InitProducerIdRequest[1](transactional_id=None, transaction_timeout_ms=-1))
