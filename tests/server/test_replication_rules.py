@@ -86,21 +86,41 @@ def append(plog, manager, n: int = 1) -> int:
     return plog.log_end_offset
 
 
+async def steady_load(plog, clock, manager, rounds: int, step_ms: int, fetch_offsets) -> None:
+    """``rounds`` rounds of: 5 records appended, each follower fetching at
+    ``fetch_offsets[follower](end before the append)``, ``step_ms`` passing, ISR maintenance."""
+    state = manager.leader(TP)
+    for _ in range(rounds):
+        previous_end = plog.log_end_offset
+        append(plog, manager, 5)              # records keep arriving while followers fetch
+        for follower, offset in fetch_offsets.items():
+            manager.on_follower_fetch(TP, state, follower, offset(previous_end))
+        clock.ms += step_ms
+        await manager.update_isrs()
+
+
+def leader_of_three(tmp_path, zk):
+    plog, clock, manager = make(tmp_path, zk)
+    manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
+    return plog, clock, manager, manager.leader(TP)
+
+
+def keeps_up(previous_end: int) -> int:
+    return previous_end
+
+
+def stuck(previous_end: int) -> int:
+    return 0
+
+
 def test_a_follower_that_keeps_up_with_the_previous_fetch_stays_in_the_isr(tmp_path):
     """Under continuous load no fetch reaches the leader's current log end; the old rule
     (caught up only at the end) shrank the ISR after replica.lag.time.max.ms."""
     async def main():
         zk = Zk()
-        plog, clock, manager = make(tmp_path, zk)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
-        state = manager.leader(TP)
-        for _ in range(40):                   # 40 x 200 ms = 8 s, well past the lag time
-            previous_end = plog.log_end_offset
-            append(plog, manager, 5)          # records keep arriving while followers fetch
-            for follower in (2, 3):
-                manager.on_follower_fetch(TP, state, follower, previous_end)
-            clock.ms += 200
-            await manager.update_isrs()
+        plog, clock, manager, state = leader_of_three(tmp_path, zk)
+        # 40 x 200 ms = 8 s, well past the lag time
+        await steady_load(plog, clock, manager, 40, 200, {2: keeps_up, 3: keeps_up})
         assert zk.writes == [], f"the ISR changed under steady load: {zk.writes}"
         assert state.isr == (1, 2, 3)
         assert plog.high_watermark == plog.log_end_offset - 5
@@ -110,19 +130,24 @@ def test_a_follower_that_keeps_up_with_the_previous_fetch_stays_in_the_isr(tmp_p
 def test_a_follower_that_really_falls_behind_leaves_the_isr(tmp_path):
     async def main():
         zk = Zk()
-        plog, clock, manager = make(tmp_path, zk)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
-        state = manager.leader(TP)
-        for _ in range(20):                   # follower 3 fetches offset 0 for ever
-            previous_end = plog.log_end_offset
-            append(plog, manager, 5)
-            manager.on_follower_fetch(TP, state, 2, previous_end)
-            manager.on_follower_fetch(TP, state, 3, 0)
-            clock.ms += 250
-            await manager.update_isrs()
+        plog, clock, manager, state = leader_of_three(tmp_path, zk)
+        await steady_load(plog, clock, manager, 20, 250, {2: keeps_up, 3: stuck})
         assert state.isr == (1, 2)
         assert zk.writes == [(1, 2)]
     trio.run(main)
+
+
+def expansion_due(tmp_path, zk):
+    """A leader of ISR [1, 2] whose follower 3 has caught up (offset 10): an expansion is due.
+    (plog, manager, leader state)."""
+    zk.isr = (1, 2)
+    plog, clock, manager = make(tmp_path, zk)
+    manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2), 0)
+    state = manager.leader(TP)
+    append(plog, manager, 10)
+    manager.on_follower_fetch(TP, state, 2, 10)
+    manager.on_follower_fetch(TP, state, 3, 10)
+    return plog, manager, state
 
 
 def test_the_high_watermark_waits_for_a_replica_whose_addition_is_in_flight(tmp_path):
@@ -130,13 +155,7 @@ def test_the_high_watermark_waits_for_a_replica_whose_addition_is_in_flight(tmp_
     the controller may elect 3: records 3 lacks must not count as committed."""
     async def main():
         zk = Zk()
-        zk.isr = (1, 2)
-        plog, clock, manager = make(tmp_path, zk)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2), 0)
-        state = manager.leader(TP)
-        append(plog, manager, 10)
-        manager.on_follower_fetch(TP, state, 2, 10)
-        manager.on_follower_fetch(TP, state, 3, 10)     # 3 caught up: expansion wanted
+        plog, manager, state = expansion_due(tmp_path, zk)
         assert plog.high_watermark == 10
         zk.mode = "block"
         async with trio.open_nursery() as nursery:
@@ -156,13 +175,7 @@ def test_the_high_watermark_waits_for_a_replica_whose_addition_is_in_flight(tmp_
 def test_an_isr_write_of_unknown_outcome_keeps_the_added_replica_in_the_high_watermark(tmp_path):
     async def main():
         zk = Zk()
-        zk.isr = (1, 2)
-        plog, clock, manager = make(tmp_path, zk)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2), 0)
-        state = manager.leader(TP)
-        append(plog, manager, 10)
-        manager.on_follower_fetch(TP, state, 2, 10)
-        manager.on_follower_fetch(TP, state, 3, 10)
+        plog, manager, state = expansion_due(tmp_path, zk)
         zk.mode = "unknown"                          # applied in ZooKeeper, then the connection dropped
         await manager.update_isrs()
         assert zk.isr == (1, 2, 3)
@@ -180,15 +193,8 @@ def test_an_isr_write_of_unknown_outcome_keeps_the_added_replica_in_the_high_wat
 def test_a_snapshot_read_before_the_leaders_own_isr_write_does_not_roll_it_back(tmp_path):
     async def main():
         zk = Zk()
-        plog, clock, manager = make(tmp_path, zk)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
-        state = manager.leader(TP)
-        for _ in range(20):                          # 3 goes silent: shrink to [1, 2]
-            previous_end = plog.log_end_offset
-            append(plog, manager)
-            manager.on_follower_fetch(TP, state, 2, previous_end)
-            clock.ms += 250
-            await manager.update_isrs()
+        plog, clock, manager, state = leader_of_three(tmp_path, zk)
+        await steady_load(plog, clock, manager, 20, 250, {2: keeps_up})    # 3 silent: [1, 2]
         assert state.isr == (1, 2) and state.zk_version == 1
         # A reconciliation that read ZooKeeper before that write applies what it read.
         manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
@@ -196,49 +202,43 @@ def test_a_snapshot_read_before_the_leaders_own_isr_write_does_not_roll_it_back(
     trio.run(main)
 
 
+def produce_through(tmp_path, change) -> tuple[list, object]:
+    """An acks=all produce of 3 records waits on a leader of ISR [1, 2, 3] (min.insync.replicas
+    2) while ``change(manager, plog, end)`` runs; (what the produce got, the log)."""
+    results = []
+
+    async def main():
+        plog, clock, manager = make(tmp_path, Zk(), min_isr=2)
+        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
+        state = manager.leader(TP)
+        end = append(plog, manager, 3)
+
+        async def produce_waits():
+            results.append(await manager.wait_replicated(TP, state, end, trio.current_time() + 30))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce_waits)
+            await trio.testing.wait_all_tasks_blocked()
+            await change(manager, plog, end)
+        results.append(plog.high_watermark)
+    trio.run(main)
+    return results
+
+
 def test_a_new_epoch_with_the_same_leader_keeps_waiting_acks_all_produces(tmp_path):
     """The controller removes a dead follower: epoch 2, same leader, ISR [1, 2].  The produce
     waiting for 3 must complete once 2 has the records, not fail with NOT_LEADER_OR_FOLLOWER
     (a non-idempotent producer would retry and duplicate)."""
-    async def main():
-        zk = Zk()
-        plog, clock, manager = make(tmp_path, zk, min_isr=2)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
-        state = manager.leader(TP)
-        end = append(plog, manager, 3)
-        results = []
-
-        async def produce_waits():
-            results.append(await manager.wait_replicated(TP, state, end, trio.current_time() + 30))
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(produce_waits)
-            await trio.testing.wait_all_tasks_blocked()
-            manager.become_leader(TP, plog, 2, (1, 2, 3), (1, 2), 1)
-            await trio.testing.wait_all_tasks_blocked()
-            assert results == [], "the epoch bump answered the waiting produce"
-            manager.on_follower_fetch(TP, manager.leader(TP), 2, end)
-        assert results == [ErrorCode.NONE]
-        assert plog.high_watermark == end
-    trio.run(main)
+    async def controller_removes_3(manager, plog, end):
+        manager.become_leader(TP, plog, 2, (1, 2, 3), (1, 2), 1)
+        await trio.testing.wait_all_tasks_blocked()
+        manager.on_follower_fetch(TP, manager.leader(TP), 2, end)
+    assert produce_through(tmp_path, controller_removes_3) == [ErrorCode.NONE, 3]
 
 
 def test_a_change_of_leader_still_fails_waiting_produces(tmp_path):
-    async def main():
-        zk = Zk()
-        plog, clock, manager = make(tmp_path, zk)
-        manager.become_leader(TP, plog, 1, (1, 2, 3), (1, 2, 3), 0)
-        state = manager.leader(TP)
-        end = append(plog, manager, 3)
-        results = []
-
-        async def produce_waits():
-            results.append(await manager.wait_replicated(TP, state, end, trio.current_time() + 30))
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(produce_waits)
-            await trio.testing.wait_all_tasks_blocked()
-            manager.stop_leading(TP)
-        assert results == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
-    trio.run(main)
+    async def another_broker_leads(manager, plog, end):
+        manager.stop_leading(TP)
+    assert produce_through(tmp_path, another_broker_leads) == [ErrorCode.NOT_LEADER_OR_FOLLOWER, 0]
 
 
 def test_a_fetch_from_a_broker_that_is_not_a_replica_is_refused(tmp_path):
@@ -274,20 +274,25 @@ def slow_truncation(plog, started: threading.Event):
     plog.truncate_to = truncate_to
 
 
+def following(tmp_path):
+    """A follower's log of ten one-record batches, committed up to 4, in a fetcher's hands:
+    (plog, manager, fetcher, its FollowState)."""
+    plog, clock, manager = make(tmp_path, Zk())
+    for _ in range(10):
+        append(plog, manager)
+    plog.enable_replication()
+    plog.update_high_watermark(4)
+    fetcher = ReplicaFetcher(1, 2, None, FetcherConfig(), clock, manager.lock)
+    fetcher.follow(TP, plog, 1)
+    return plog, manager, fetcher, fetcher.partitions[TP]
+
+
 def test_becoming_leader_waits_for_a_follower_truncation_in_flight(tmp_path):
     """The fetcher truncates 10 -> 4 in a worker thread while this broker is elected leader.
     Unfenced, the leader started its epoch at the old end (10) and appended there while the
     thread cut the log back: records acknowledged as leader were lost."""
     async def main():
-        zk = Zk()
-        plog, clock, manager = make(tmp_path, zk)
-        for _ in range(10):
-            append(plog, manager)
-        plog.enable_replication()
-        plog.update_high_watermark(4)
-        fetcher = ReplicaFetcher(1, 2, None, FetcherConfig(), clock, manager.lock)
-        fetcher.follow(TP, plog, 1)
-        follow_state = fetcher.partitions[TP]
+        plog, manager, fetcher, follow_state = following(tmp_path)
         started = threading.Event()
         slow_truncation(plog, started)
         no_common_epoch = SimpleNamespace(error_code=0, leader_epoch=-1, end_offset=-1)
@@ -307,15 +312,7 @@ def test_becoming_leader_waits_for_a_follower_truncation_in_flight(tmp_path):
 
 def test_a_truncation_that_starts_after_becoming_leader_cuts_nothing(tmp_path):
     async def main():
-        zk = Zk()
-        plog, clock, manager = make(tmp_path, zk)
-        for _ in range(10):
-            append(plog, manager)
-        plog.enable_replication()
-        plog.update_high_watermark(4)
-        fetcher = ReplicaFetcher(1, 2, None, FetcherConfig(), clock, manager.lock)
-        fetcher.follow(TP, plog, 1)
-        follow_state = fetcher.partitions[TP]
+        plog, manager, fetcher, follow_state = following(tmp_path)
         async with manager.lock(TP):
             fetcher.forget(TP)
             manager.become_leader(TP, plog, 2, (1, 2), (1, 2), 0)
