@@ -41,7 +41,7 @@ from .fetcher import ReplicaFetcher
 from .peer import PeerConnection, PeerError
 from .peer_security import PeerConnector
 from .replication import IsrWriteUnknown, ReplicaManager
-from .zk import (CONTROLLED_SHUTDOWN, BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable,  # noqa: F401
+from .zk import (BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable,  # noqa: F401
                  post_to_trio)
 
 logger = logging.getLogger("kwire.cluster")
@@ -338,6 +338,22 @@ class ClusterNode:
         if version is None:
             self._dirty.set()
         return version
+
+    async def confirm_leadership(self, tp) -> None:
+        """That this broker still leads ``tp`` in the epoch it leads it in, as ZooKeeper says
+        now (a read fence: one round trip).  Raises KafkaApiError(NOT_COORDINATOR) otherwise or
+        when ZooKeeper cannot be asked; the state is then read again."""
+        led = self.replicas.leader(tp)
+        try:
+            state = await blocking.run_detached(self.zk.read_partition_state, tp[0], tp[1])
+        except Exception as exc:
+            self._dirty.set()
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
+                                f"cannot confirm the leadership of {tp[0]}-{tp[1]}: {exc!r}") from None
+        if led is None or state is None or (state.leader, state.leader_epoch) != (self.node_id, led.leader_epoch):
+            self._dirty.set()
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
+                                f"this broker no longer leads {tp[0]}-{tp[1]}")
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str], assignment=None, *, wait_s: float = 10.0) -> None:

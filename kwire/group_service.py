@@ -246,11 +246,28 @@ class GroupService:
         return self.coordinator.consumer_group_describe(group_id)
 
     async def _call(self, call):
-        """Run one coordinator call at the current time, apply its outcome, return its result."""
+        """Run one coordinator call at the current time, apply its outcome, return its result.
+        Raises KafkaApiError(NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) when the records it
+        wrote did not reach the in-sync replicas (Kafka's mapping of the append's error): the
+        client retries instead of taking an offset commit for done that a failover may lose."""
         await self.offsets_topic()  # first, so a call and the append of its records are one step
         outcome = call(self.clock.now_ms())
-        await self.apply(outcome)
+        code = await self.apply(outcome)
+        if code != ErrorCode.NONE:
+            moved = code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR)
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR if moved else ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                f"the group's records were not replicated: {code.name}")
         return outcome.result
+
+    async def confirm_owner(self, group_id: str) -> None:
+        """Before serving committed offsets in a cluster: check with ZooKeeper that this broker
+        still leads the group's ``__consumer_offsets`` partition.  A leader paused past its
+        session (SIGSTOP, a long GC) wakes up still believing it coordinates the group and would
+        answer offsets older than those its successor has since committed.  Raises
+        KafkaApiError(NOT_COORDINATOR)."""
+        self.check_owner(group_id)
+        if self.cluster is not None:
+            await self.cluster.confirm_leadership((OFFSETS_TOPIC, self.partition_of(group_id)))
 
     async def _parked(self, group_id: str, result_class, call):
         """Like ``_call`` for a call that answers by ticket; waits for that answer (or
@@ -344,15 +361,22 @@ class GroupService:
         return flushes
 
     # -- outcomes and timers -------------------------------------------------------
-    async def apply(self, outcome: Outcome) -> None:
-        """Persist an outcome's records, then complete its parked requests and move the timer."""
+    async def apply(self, outcome: Outcome) -> ErrorCode:
+        """Persist an outcome's records, then complete its parked requests and move the timer.
+        Returns NONE, or the error of a write that did not reach the in-sync replicas within
+        offsets.commit.timeout.ms (5 s, Kafka's default)."""
         replicate: list = []
+        worst = ErrorCode.NONE
         for plog in self.append_records(outcome.records, replicate):
             await run_blocking(plog.flush)
         for tp, required in replicate:      # as Kafka: group records are written with acks=all
             leader = self.cluster.replicas.leader(tp)
-            if leader is not None:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if leader is None else \
                 await self.cluster.replicas.wait_replicated(tp, leader, required, trio.current_time() + 5)
+            if code != ErrorCode.NONE:
+                logger.warning("%s-%d: group records up to offset %d not replicated: %s", tp[0], tp[1],
+                               required - 1, code.name)
+                worst = code
         for ticket, result in outcome.completed:
             waiter = self._waiting.get(ticket)
             if waiter is not None and not waiter.done.is_set():
@@ -361,6 +385,7 @@ class GroupService:
         at = outcome.next_deadline_ms
         if at is not None and (self._timer_at is None or at < self._timer_at):
             self._wakeup.set()
+        return worst
 
     async def run_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Call the coordinator's tick when its next deadline passes (sooner if a call moves it earlier)."""

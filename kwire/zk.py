@@ -138,20 +138,26 @@ class ZooKeeperClient:
 
     def register_broker(self, info) -> None:
         """Create the ephemeral /brokers/ids/<id>.  Raises BrokerIdInUse naming the other
-        broker's endpoint.  A node left by this broker's own expired session is replaced."""
+        broker's endpoint.  A node of this broker's own session is kept; one whose session
+        expires between our create and our read (an earlier run, killed) is created again."""
         path = layout.broker_path(info.broker_id)
-        try:
-            self.client.create(path, layout.encode_broker(info), ephemeral=True, makepath=True)
-            # A registration is a broker that is up: no request of an earlier run to shut down
-            # holds (a persistent marker left by an older kwire, killed mid-shutdown).
-            self.clear_controlled_shutdown(info.broker_id)
-        except NodeExistsError:
-            data, stat = self.client.get(path)
+        while True:
+            try:
+                self.client.create(path, layout.encode_broker(info), ephemeral=True, makepath=True)
+                # A registration is a broker that is up: no request of an earlier run to shut
+                # down holds (a persistent marker left by an older kwire, killed mid-shutdown).
+                self.clear_controlled_shutdown(info.broker_id)
+                return
+            except NodeExistsError:
+                try:
+                    data, stat = self.client.get(path)
+                except NoNodeError:
+                    continue             # the other session's node expired just now: try again
             if stat.ephemeralOwner == self.client.client_id[0]:
                 return
             other = layout.decode_broker(data)
             raise BrokerIdInUse(f"broker.id {info.broker_id} is already registered in ZooKeeper by "
-                                f"the broker at {other.host}:{other.port}", (other.host, other.port)) from None
+                                f"the broker at {other.host}:{other.port}", (other.host, other.port))
 
     # -- controller -----------------------------------------------------------------------
     def try_become_controller(self, broker_id: int, now_ms: int) -> tuple[int, int] | None:
@@ -308,6 +314,19 @@ class ZooKeeperClient:
                         stat.version)
             return stat.version
         return None
+
+    def read_partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        """A partition's state as ZooKeeper's leader holds it now (``sync`` first, so this
+        server is not behind); None when the znode is gone.  Raises KazooException or
+        KazooTimeoutError when ZooKeeper cannot be asked (a session that expired while this
+        process was paused included)."""
+        path = layout.partition_state_path(topic, partition)
+        self.client.sync(path)
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return layout.decode_partition_state(data, stat.version)
 
     def request_controlled_shutdown(self, broker_id: int) -> None:
         """Ask the controller to move leadership off ``broker_id``: an EPHEMERAL

@@ -27,6 +27,11 @@ def _scram_users(request) -> list[str]:
     return list(dict.fromkeys(users))
 
 
+def _partition_codes(topics, code: int) -> list[dict]:
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                            for p in t.partitions]} for t in topics or ()]
+
+
 def _elect_leaders(r, code: int, msg) -> dict:
     out = {"throttle_time_ms": 0, "replica_election_results": [
         {"topic": t.topic, "partition_result": [{"partition_id": p, "error_code": code, "error_message": msg}
@@ -45,6 +50,10 @@ _PER_ENTRY = {
     # Kafka answers a refused DescribeLogDirs with no log dirs; v1-2 have no place for the code
     35: lambda r, code, msg: {"throttle_time_ms": 0, "results": [],
                               **({"error_code": code} if r.API_VERSION >= 3 else {})},
+    # OffsetCommit and TxnOffsetCommit: every partition carries the code (NOT_COORDINATOR,
+    # COORDINATOR_NOT_AVAILABLE), as Kafka answers; clients then find the coordinator again
+    8: lambda r, code, msg: {"throttle_time_ms": 0, "topics": _partition_codes(r.topics, code)},
+    28: lambda r, code, msg: {"throttle_time_ms": 0, "topics": _partition_codes(r.topics, code)},
     43: _elect_leaders,
     # one nameless result per user asked about, as Kafka answers (librdkafka 2.16 crashes
     # on a response with fewer results than users)

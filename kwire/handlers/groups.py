@@ -253,6 +253,11 @@ async def handle_offset_fetch(ctx, request):
         groups = []
         for g in request.groups:
             error = GROUP_DENIED if denied(ctx, DESCRIBE, GROUP, g.group_id) else None
+            if error is None:
+                try:
+                    await service(ctx).confirm_owner(g.group_id)
+                except KafkaApiError as exc:
+                    error = int(exc.code)
             if error is None and ctx.api_version >= 9:       # KIP-848: the member's epoch is checked
                 member_error = service(ctx).validate_offset_fetch(g.group_id, g.member_id, g.member_epoch)
                 error = None if member_error is None else int(member_error)
@@ -267,6 +272,7 @@ async def handle_offset_fetch(ctx, request):
                                              "error_code": GROUP_DENIED} for p in t.partition_indexes]}
             for t in request.topics or ()]
         return {"throttle_time_ms": 0, "topics": topics, "error_code": GROUP_DENIED}
+    await service(ctx).confirm_owner(request.group_id)
     return {"throttle_time_ms": 0, "topics": fetch_group_offsets(ctx, request.group_id, request.topics, stable),
             "error_code": 0}
 

@@ -56,7 +56,7 @@ def assert_matches_kafka_python(api_key, version, fields):
 class Request:
     """What error_response reads from a decoded request: the version, and one entry in each
     list an API answers entry by entry (CreateAcls, DeleteAcls, ElectLeaders,
-    DescribeUserScramCredentials, AlterUserScramCredentials)."""
+    DescribeUserScramCredentials, AlterUserScramCredentials, OffsetCommit, TxnOffsetCommit)."""
 
     def __init__(self, version):
         self.API_VERSION = version
@@ -64,6 +64,7 @@ class Request:
         self.upsertions, self.deletions = [], [types.SimpleNamespace(name="alice")]
         self.users = [types.SimpleNamespace(name="alice")]
         self.topic_partitions = [types.SimpleNamespace(topic="t", partitions=[0, 1])]
+        self.topics = [types.SimpleNamespace(name="t", partitions=[types.SimpleNamespace(partition_index=0)])]
 
 
 @pytest.mark.parametrize("api_key,version", ADVERTISED)
