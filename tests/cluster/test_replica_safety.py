@@ -9,6 +9,9 @@
   (its retry then meets BadVersion) is recognised on read-back.
 * A follower's fetch is validated before it counts: an offset past the log end
   does not move the high watermark, and a broker that is not a replica is refused.
+* The group coordinator (found by tests/faults): an offset commit its in-sync
+  replicas did not get is not acknowledged, and a coordinator paused past its
+  ZooKeeper session does not serve the offsets it had before the pause.
 """
 from __future__ import annotations
 
@@ -20,12 +23,14 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kazoo.client import KazooClient
 
 from kwire.admin import zk_layout as layout
 from kwire.admin.controller import PartitionState, StateWrite
 from kwire.codecs.errors import ErrorCode
+from kwire.testing_cluster import recv_exactly, send_request
 from kwire.zk import CONTROLLED_SHUTDOWN, ZooKeeperClient
 from kwire.zookeeper_process import ZooKeeperProcess
 from tests.cluster.conftest import require_zookeeper
@@ -136,6 +141,31 @@ def test_an_isr_write_applied_before_a_dropped_connection_counts_on_read_back(tm
         zookeeper.close()
 
 
+def test_a_restarted_broker_registers_when_its_old_session_expires_mid_registration(tmp_path):
+    """Found by tests/faults: the old session's /brokers/ids/<id> made the create fail, and it
+    expired before the read that followed; the NoNodeError killed the restarted broker."""
+    from kwire.admin.broker_config import Listener
+    zookeeper = started_zookeeper(tmp_path)
+    old, new = zk_client(zookeeper.connect), zk_client(zookeeper.connect)
+    try:
+        info = layout.BrokerInfo.of(1, [Listener("PLAINTEXT", "127.0.0.1", 9092)])
+        old.register_broker(info)
+        real_get = new.client.get
+
+        def get_after_the_old_session_ends(path, *args, **kwargs):
+            if old.client.connected:
+                old.stop()                 # its ephemeral node goes with its session
+            return real_get(path, *args, **kwargs)
+        new.client.get = get_after_the_old_session_ends
+        new.register_broker(info)
+        new.client.get = real_get
+        _, stat = new.client.get(layout.broker_path(1))
+        assert stat.ephemeralOwner == new.client.client_id[0]
+    finally:
+        new.stop()
+        zookeeper.close()
+
+
 def raw_fetch(address: str, replica_id: int, topic: str, fetch_offset: int, leader_epoch: int = -1):
     """One Fetch v12 as broker ``replica_id`` (or a consumer with -1) would send it."""
     host, port = address.split(":")
@@ -183,3 +213,103 @@ def test_a_follower_fetch_is_validated_before_it_moves_the_high_watermark(cluste
         cluster.resume(2)
     wait_for(lambda: raw_fetch(leader, -1, "checked", 0).high_watermark == 5, 20,
              "the high watermark once the follower fetches again")
+
+
+# -- the group coordinator under faults (found by tests/faults, seed 219) --------------------------
+def coordinator_of(cluster, group: str) -> tuple[int, list[int]]:
+    """(leader, followers) of the __consumer_offsets partition of ``group``."""
+    from kazoo.exceptions import NoNodeError
+
+    from kwire.groups.coordinator import partition_for
+    try:
+        state = partition_states(cluster.zookeeper.connect, "__consumer_offsets")
+        p = state[partition_for(group, len(state))]
+    except (NoNodeError, KeyError, ZeroDivisionError):      # not created yet
+        return -1, []
+    return p["leader"], [b for b in p["isr"] if b != p["leader"]]
+
+
+def find_coordinator(address: str, group: str) -> None:
+    """FindCoordinator, which creates __consumer_offsets on first use."""
+    response = send_request(address, FindCoordinatorRequest[1](key=group, key_type=0), 30)
+    assert response.error_code in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE), response
+
+
+def commit_offset(address: str, group: str, topic: str, offset: int, timeout: float = 15.0) -> int:
+    """A simple-consumer OffsetCommit v2 (no member) of ``offset`` on partition 0; its error code."""
+    R = OffsetCommitRequest[2]
+    request = R(group_id=group, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+                topics=[R.OffsetCommitRequestTopic(name=topic, partitions=[
+                    R.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset, committed_metadata="")])])
+    return send_request(address, request, timeout).topics[0].partitions[0].error_code
+
+
+def fetch_offset_request(group: str, topic: str):
+    R = OffsetFetchRequest[7]
+    return R(group_id=group, require_stable=False,
+             topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+
+
+def answered_offset(response) -> tuple[int, int]:
+    """(top-level or partition error, committed offset) of an OffsetFetch v7 answer."""
+    part = response.topics[0].partitions[0] if response.topics else None
+    return (response.error_code or (part.error_code if part else 0), part.committed_offset if part else -1)
+
+
+def test_an_offset_commit_the_in_sync_replicas_did_not_get_is_not_acknowledged(cluster_factory):
+    """Before: the coordinator waited up to 5 s for its followers, then answered success
+    anyway; a failover then lost the acknowledged commit (offsets went backwards)."""
+    cluster = cluster_factory(3, properties={"replica.lag.time.max.ms": 60000})
+    create_topics(cluster, "committed", [[1, 2, 3]])
+    group = "g-unreplicated"
+    leader = cluster.broker(1).bootstrap
+    find_coordinator(leader, group)
+    coordinator, followers = wait_for(lambda: (c := coordinator_of(cluster, group)) and len(c[1]) == 2 and c,
+                                      30, "the group's offsets partition with its full ISR")
+    address = cluster.broker(coordinator).bootstrap
+    assert commit_offset(address, group, "committed", 10) == 0
+    for f in followers:
+        cluster.pause(f)
+    try:
+        code = commit_offset(address, group, "committed", 20)
+        assert code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR), \
+            f"a commit no follower has was answered {code}"
+    finally:
+        for f in followers:
+            cluster.resume(f)
+
+
+def test_a_coordinator_paused_past_its_session_does_not_serve_stale_offsets(cluster_factory):
+    cluster = cluster_factory(3, properties={"zookeeper.session.timeout.ms": 4000})
+    create_topics(cluster, "committed", [[1, 2, 3]])
+    group = "g-paused"
+    find_coordinator(cluster.broker(1).bootstrap, group)
+    coordinator, followers = wait_for(lambda: (c := coordinator_of(cluster, group)) and len(c[1]) == 2 and c,
+                                      30, "the group's offsets partition with its full ISR")
+    old = cluster.broker(coordinator).bootstrap
+    assert commit_offset(old, group, "committed", 100) == 0
+    cluster.pause(coordinator)
+    try:
+        new = wait_for(lambda: (c := coordinator_of(cluster, group)[0]) not in (coordinator, -1) and c, 20,
+                       "a new coordinator")
+        wait_for(lambda: commit_offset(cluster.broker(new).bootstrap, group, "committed", 200) == 0, 20,
+                 "a commit through the new coordinator")
+        # Sent while the old coordinator sleeps, answered as it wakes: it must not serve 100.
+        s = socket.create_connection(old.split(":"), timeout=10)
+        request = fetch_offset_request(group, "committed")
+        request.with_header(correlation_id=1, client_id="stale-reader")
+        s.sendall(bytes(request.encode(header=True, framed=True)))
+    finally:
+        cluster.resume(coordinator)
+    with s:
+        size, = struct.unpack(">i", recv_exactly(s, 4))
+        response = request.header.get_response_class().decode(recv_exactly(s, size), header=True)
+    error, offset = answered_offset(response)
+    assert (error, offset) != (0, 100), "a deposed coordinator served the offsets it had before the pause"
+    assert error == ErrorCode.NOT_COORDINATOR or offset == 200, (error, offset)
+
+
+def create_topics(cluster, name: str, assignment: list[list[int]]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
