@@ -6,17 +6,31 @@ from tests.support.broker import BrokerProcess
 
 # Folders whose tests start broker processes or drive stock clients over sockets.  They are the
 # slow lane; `pytest -m "not clients"` leaves them out and runs the in-process tests in seconds.
-CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_client")
+CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_client", "faults")
+# Modules of a slow folder that start no process (pure functions, an in-process socket at most):
+# they stay in the fast lane beside the harness they test.
+FAST_MODULES = ("faults/test_schedule.py", "faults/test_checker.py", "faults/test_proxy_refuse.py")
 _TESTS = pathlib.Path(__file__).parent
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("kwire-faults", "the nemesis suite (tests/faults)")
+    group.addoption("--long", action="store_true",
+                    help="run --fault-schedules schedules of random seeds instead of the fixed CI set "
+                         "(or set KWIRE_FAULTS_LONG=N)")
+    group.addoption("--fault-schedules", type=int, default=None, metavar="N",
+                    help="how many schedules --long runs (default 200)")
+    group.addoption("--fault-seed", type=int, action="append", default=[], metavar="S",
+                    help="run exactly the schedule of seed S (repeatable); replays a failure")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         try:
-            folder = pathlib.Path(str(item.path)).relative_to(_TESTS).parts[0]
+            relative = pathlib.Path(str(item.path)).relative_to(_TESTS)
         except ValueError:
             continue
-        if folder in CLIENT_DIRS:
+        if relative.parts[0] in CLIENT_DIRS and relative.as_posix() not in FAST_MODULES:
             item.add_marker(pytest.mark.clients)
 
 

@@ -31,7 +31,12 @@ proxy, and a partition of broker X cuts X's own proxy for everyone and the
 other brokers' proxies for X alone.
 
 ``reset_connections()`` is the other failure, a peer or firewall resetting:
-every current connection is closed with RST on both sides.
+every current connection is closed with RST on both sides.  ``refuse()`` keeps
+doing so for the length of a partition: current connections (all, or those of
+``from_pids``) are reset and new ones are reset as soon as they are accepted,
+until ``heal()``; the far end learns at once, where ``partition()`` leaves it to
+its timeouts.  (A refused SYN would be answered with RST before ``accept()``;
+here the handshake completes first, and the first read or write then fails.)
 
 Bytes already read when ``partition()`` is called may still be delivered, like
 packets already on the wire; nothing is read after it returns.  One thread
@@ -81,6 +86,8 @@ class TcpProxy:
         self._lock = threading.Lock()           # guards _connections, the cut and every read
         self._cut_all = False
         self._cut_pids: frozenset[int] = frozenset()
+        self._refuse_all = False
+        self._refuse_pids: frozenset[int] = frozenset()
         self._closing = False
         self._connections: list[_Connection] = []
         self._threads: list[threading.Thread] = []
@@ -93,6 +100,10 @@ class TcpProxy:
     @property
     def partitioned(self) -> bool:
         return self._cut_all or bool(self._cut_pids)
+
+    @property
+    def refusing(self) -> bool:
+        return self._refuse_all or bool(self._refuse_pids)
 
     def connection_count(self) -> int:
         """Client connections the proxy holds open now (forwarding or frozen)."""
@@ -112,10 +123,25 @@ class TcpProxy:
                 if self._is_cut(conn):
                     conn.up.clear()
 
+    def refuse(self, from_pids: Iterable[int] | None = None) -> None:
+        """Reset (RST) every current connection and every new one until ``heal()``, or only
+        those opened by the processes ``from_pids``; see the module docstring."""
+        with self._lock:
+            if from_pids is None:
+                self._refuse_all = True
+            else:
+                self._refuse_pids |= frozenset(from_pids)
+            victims = [conn for conn in self._connections if self._is_refused(conn)]
+        for conn in victims:
+            self._close(conn, reset=True)
+            conn.up.set()                   # a copier frozen by a partition wakes up and exits
+
     def heal(self) -> None:
-        """Forward again: frozen connections resume, held ones connect upstream."""
+        """Forward again: frozen connections resume, held ones connect upstream, new ones are
+        no longer refused."""
         with self._lock:
             self._cut_all, self._cut_pids = False, frozenset()
+            self._refuse_all, self._refuse_pids = False, frozenset()
             for conn in self._connections:
                 conn.up.set()
 
@@ -124,6 +150,12 @@ class TcpProxy:
         if self._cut_all:
             return True
         return bool(self._cut_pids) and _client_inode(conn.client) in _socket_inodes(self._cut_pids)
+
+    def _is_refused(self, conn: _Connection) -> bool:
+        """Under the lock: whether ``refuse()`` applies to ``conn``."""
+        if self._refuse_all:
+            return True
+        return bool(self._refuse_pids) and _client_inode(conn.client) in _socket_inodes(self._refuse_pids)
 
     def reset_connections(self) -> None:
         """Close every current connection with RST on both sides (new ones are not affected)."""
@@ -171,9 +203,14 @@ class TcpProxy:
                 return                      # closed
             conn = _Connection(client)
             with self._lock:
+                refused = self._is_refused(conn)
                 if self._is_cut(conn):
                     conn.up.clear()
-                self._connections.append(conn)
+                if not refused:
+                    self._connections.append(conn)
+            if refused:
+                self._close(conn, reset=True)
+                continue
             if self._closing:               # close() may have taken the list before the append
                 self._close(conn)
                 return

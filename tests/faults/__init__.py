@@ -1,0 +1,16 @@
+"""A Jepsen-style fault-injection suite: a seeded nemesis against three brokers and ZooKeeper.
+
+    pytest tests/faults                              # CI: the fixed seeds (about 2.3 min on two cores)
+    pytest tests/faults --long [--fault-schedules N] # N (200) schedules of random seeds
+    KWIRE_FAULTS_LONG=N pytest tests/faults          # the same, from the environment
+    pytest tests/faults --fault-seed S               # replay one schedule
+    pytest tests/faults -m "not clients"             # the pure parts only (fast lane, ~2 s)
+
+Modules: ``nemesis`` (schedules from a seed, pure), ``history`` (what clients
+saw and the checks, pure), ``replicas`` (segment bytes below the high
+watermark), ``environment`` (the cluster behind proxies, tmpfs log dirs),
+``injector`` (faults, heals, recovery), ``load`` (the stock clients),
+``observe`` (ISR sampling, read-back), ``runner`` (one schedule end to end).
+A failing schedule's logs and history are kept under
+``$KWIRE_FAULTS_ARTIFACTS`` (default the temporary directory).
+"""
