@@ -44,7 +44,7 @@ def kazoo(connect: str) -> KazooClient:
 
 
 def test_sigkill_during_a_controlled_shutdown_does_not_wedge_the_broker(cluster_factory):
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(3, properties={"zookeeper.session.timeout.ms": 4000})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     futures = admin.create_topics([NewTopic("only-on-2", num_partitions=2, replica_assignment=[[2], [2]]),
                                    NewTopic("everywhere", num_partitions=1, replica_assignment=[[2, 1, 3]])])

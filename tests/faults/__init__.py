@@ -1,6 +1,6 @@
 """A Jepsen-style fault-injection suite: a seeded nemesis against three brokers and ZooKeeper.
 
-    pytest tests/faults                              # CI: the fixed seeds (about 2.3 min on two cores)
+    pytest tests/faults                              # CI: the fixed seeds (about 1.5 min on two cores)
     pytest tests/faults --long [--fault-schedules N] # N (200) schedules of random seeds
     KWIRE_FAULTS_LONG=N pytest tests/faults          # the same, from the environment
     pytest tests/faults --fault-seed S               # replay one schedule

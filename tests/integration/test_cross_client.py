@@ -433,7 +433,10 @@ def test_raw_fetch_mid_batch_returns_containing_batch(broker):
     assert part.high_watermark == 100 and part.log_start_offset == 0
     records = MemoryRecords(bytes(part.records))
     batch = records.next_batch()
-    assert (batch.base_offset, batch.last_offset_delta) == (0, 99)
+    # librdkafka usually sends the 100 records as one batch, but on a busy machine it may split
+    # them: the answer is the whole batch that holds offset 50, whichever it is, and only it
+    assert batch.base_offset <= 50 <= batch.base_offset + batch.last_offset_delta
+    assert records.next_batch() is None
     assert [r.value for r in batch][50] == b"v50"
     assert not records.has_next()
 
