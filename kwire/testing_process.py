@@ -48,10 +48,12 @@ class BrokerStartError(RuntimeError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the OS's choice for port 0)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on right now, below the kernel's ephemeral range.
+
+    Not the OS's port-0 choice: that comes from the ephemeral range, so after a broker on it
+    is killed any outgoing connection (a client reconnecting to that very broker, even) may be
+    handed the port, and restarting the broker there fails with EADDRINUSE."""
+    return free_port_run(1, host)
 
 
 def free_port_run(count: int, host: str = "127.0.0.1") -> int:
