@@ -1,6 +1,6 @@
 """The cluster controller's decisions, sans-I/O: Kafka's ZooKeeper-era KafkaController.
 
-The driver (``kwire.cluster_node``) reads ZooKeeper into a ``ClusterView``, calls
+The driver (``kwire.cluster.node``) reads ZooKeeper into a ``ClusterView``, calls
 one method here and writes the returned ``StateWrite``s to the partition state
 znodes, each conditional on the znode version it read (and on
 ``/controller_epoch``, so a deposed controller cannot write).  Nothing here

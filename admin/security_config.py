@@ -11,7 +11,7 @@ listener override any ``ssl.*`` or ``sasl.*`` key with
 
 Security protocols: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL are served, in cluster
 mode too; brokers reach each other through the inter-broker listener
-(``broker_config.BrokerConfig.inter_broker_listener_name``, kwire.peer_security).
+(``broker_config.BrokerConfig.inter_broker_listener_name``, kwire.security.peer).
 """
 from __future__ import annotations
 

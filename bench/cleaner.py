@@ -68,7 +68,7 @@ from run import (  # noqa: E402
     run_in_child,
 )
 
-from kwire.testing_process import free_port  # noqa: E402
+from kwire.testing.process import free_port  # noqa: E402
 
 MODULE = "cleaner"
 MB = wl.MB            # 10^6 bytes, as everywhere in bench/

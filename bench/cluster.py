@@ -43,7 +43,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench import host_memory  # noqa: E402
-from kwire.testing_cluster import ClusterProcess  # noqa: E402
+from kwire.testing.cluster import ClusterProcess  # noqa: E402
 
 VALUE = b"x" * 1024
 # (name, topic, acks, enable.idempotence): the same producer on RF=1 and RF=3 is the cost of

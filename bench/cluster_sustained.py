@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 
 from bench import host_memory
 from bench.cluster import SESSION_MS, VALUE, wait_full_isr
-from kwire.testing_cluster import ClusterProcess
+from kwire.testing.cluster import ClusterProcess
 
 CLUSTER_SCRIPT = str(pathlib.Path(__file__).resolve().parent / "cluster.py")
 

@@ -41,7 +41,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench.tls import VALUE, consume, produce  # noqa: E402
-from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
+from kwire.testing.process import BrokerProcess, free_port  # noqa: E402
 
 VARIANTS = ("off", "on", "on+scraped", "off again")
 # Runs alternate between the brokers, so neither starts a run while still writing back the
@@ -118,8 +118,8 @@ def run_variant(broker: BrokerProcess, name: str, i: int, args, runs: dict) -> N
 
 
 def counter_costs() -> dict[str, float]:
-    """ns per call of the counters the request path bumps (kwire.metrics), in this process."""
-    from kwire.metrics import BrokerMetrics
+    """ns per call of the counters the request path bumps (kwire.metrics.counters), in this process."""
+    from kwire.metrics.counters import BrokerMetrics
 
     metrics = BrokerMetrics()
     started = time.perf_counter()

@@ -33,7 +33,7 @@ if str(BENCH_DIR) not in sys.path:
 
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from kwire.testing_cluster import recv_exactly  # noqa: E402
+from kwire.testing.cluster import recv_exactly  # noqa: E402
 
 from run import log, parse_brokers, start_broker  # noqa: E402
 

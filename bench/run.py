@@ -39,7 +39,7 @@ if str(BENCH_DIR) not in sys.path:
 import workloads  # noqa: E402  (needs the sys.path entry above)
 
 from kwire.testing import BrokerProcess, BrokerStartError  # noqa: E402
-from kwire.testing_process import free_port  # noqa: E402
+from kwire.testing.process import free_port  # noqa: E402
 
 KNOWN_BROKERS = ("kwire", "tansu")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}

@@ -44,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench import host_memory  # noqa: E402
 from bench.tls_broker import read_counters  # noqa: E402
-from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
+from kwire.testing.process import BrokerProcess, free_port  # noqa: E402
 from tests.support.certs import CertificateAuthority  # noqa: E402
 
 VALUE = b"x" * 1024

@@ -4,7 +4,7 @@
     python bench/tls_broker.py COUNTERS_FILE serve [kwire serve arguments...]
 
 For ``bench/tls.py``: the same broker as ``python -m kwire serve``, except that
-``kwire.tls_stream.TlsStream._decrypt_into`` (the loop of ``SSLObject.read`` calls that
+``kwire.security.tls_stream.TlsStream._decrypt_into`` (the loop of ``SSLObject.read`` calls that
 turns received TLS records into plaintext, straight into the request's buffer) adds
 the thread CPU time it took and the plaintext bytes it returned to two doubles in
 ``COUNTERS_FILE``, a 16-byte file mapped into memory (made here; read it with
@@ -31,7 +31,7 @@ def read_counters(path: str | os.PathLike) -> tuple[float, float]:
 
 
 def _count_decryption(path: str) -> None:
-    from kwire import tls_stream
+    from kwire.security import tls_stream
 
     with open(path, "wb") as f:
         f.write(bytes(COUNTERS.size))

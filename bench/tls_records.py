@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
+from kwire.testing.process import BrokerProcess, free_port  # noqa: E402
 from tests.support.certs import CertificateAuthority  # noqa: E402
 
 APPLICATION_DATA = 23

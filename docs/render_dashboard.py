@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from kwire.testing_process import BrokerProcess, free_port  # noqa: E402
+from kwire.testing.process import BrokerProcess, free_port  # noqa: E402
 
 SCRAPE_S = 2.0
 RATE_WINDOW_S = 20.0

@@ -11,12 +11,12 @@ import trio
 from kwire.admin.acls import AuthorizerConfig
 from kwire.admin.broker_config import ConfigError, load_broker_config, parse_overrides
 
-from .allocator import tune_for_broker
-from .broker import Broker
-from .logs import FORMATS, configure as configure_logging
-from .peer_security import PeerConnector
-from .secure_listeners import listener_context
-from .server import serve
+from kwire.runtime.allocator import tune_for_broker
+from kwire.server.broker import Broker
+from kwire.runtime.logging_setup import FORMATS, configure as configure_logging
+from kwire.security.peer import PeerConnector
+from kwire.security.listeners import listener_context
+from kwire.server.connection import serve
 
 
 def parse_args(argv):
@@ -53,8 +53,8 @@ async def run_until_signal(broker: Broker, host: str, port: int) -> None:
 DELEGATED = {
     "spark-demo": ("kwire.spark.cli", "run the Spark Structured Streaming demo pipeline on kwire"),
     "compat": ("kwire.compat_tests.cli", "run the client x scenario compatibility matrix against a broker"),
-    "dev-cluster": ("kwire.dev_cluster", "start ZooKeeper and N replicated brokers on loopback (Ctrl-C stops them)"),
-    "scram": ("kwire.scram_cli", "set, delete or describe SCRAM users on a running broker (kafka-configs.sh --entity-type users)"),
+    "dev-cluster": ("kwire.testing.dev_cluster", "start ZooKeeper and N replicated brokers on loopback (Ctrl-C stops them)"),
+    "scram": ("kwire.tools.scram", "set, delete or describe SCRAM users on a running broker (kafka-configs.sh --entity-type users)"),
     "topics": ("kwire.tools.topics", "list, describe, create, alter or delete topics (kafka-topics.sh)"),
     "groups": ("kwire.tools.groups", "list, describe, reset offsets of or delete consumer groups (kafka-consumer-groups.sh)"),
     "configs": ("kwire.tools.configs", "describe or alter topic and broker configs (kafka-configs.sh)"),
@@ -116,6 +116,6 @@ def _startup_refusal(exc: BaseException) -> BaseException | None:
     if isinstance(exc, BaseExceptionGroup):
         found = [_startup_refusal(e) for e in exc.exceptions]
         return next((f for f in found if f is not None), None)
-    from .zk import BrokerIdInUse, ZooKeeperUnavailable
-    from .cluster_node import ClusterIdMismatch
+    from kwire.cluster.zk import BrokerIdInUse, ZooKeeperUnavailable
+    from kwire.cluster.node import ClusterIdMismatch
     return exc if isinstance(exc, (BrokerIdInUse, ZooKeeperUnavailable, ClusterIdMismatch)) else None

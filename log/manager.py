@@ -156,7 +156,7 @@ class LogManager:
                      now_ms: int, internal: bool = False) -> Topic:
         """Create a topic; raises KafkaApiError(TOPIC_ALREADY_EXISTS, or KAFKA_STORAGE_ERROR
         if its files cannot be written: nothing is left behind then).  The server runs the
-        three steps apart, ``write_topic`` in a worker thread (kwire.blocking)."""
+        three steps apart, ``write_topic`` in a worker thread (kwire.runtime.blocking)."""
         d = self.pick_dir(name)
         return self.publish_topic(self.write_topic(name, num_partitions, configs, d,
                                                    now_ms=now_ms, internal=internal))

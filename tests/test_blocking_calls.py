@@ -1,7 +1,7 @@
-"""Blocking file work stays off the Trio thread: it goes through kwire/blocking.py only.
+"""Blocking file work stays off the Trio thread: it goes through kwire/runtime/blocking.py only.
 
 Checked by reading every module under kwire/:
-- ``trio.to_thread`` is used in kwire/blocking.py and nowhere else;
+- ``trio.to_thread`` is used in kwire/runtime/blocking.py and nowhere else;
 - the known blocking calls below are never made directly by server code, except
   awaited (then the callee is one of blocking.py's coroutines) or inside a lambda
   or nested function handed to ``run_blocking``.
@@ -18,14 +18,14 @@ from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from kwire.admin.broker_config import load_broker_config
-from kwire.broker import Broker, Endpoint
+from kwire.server.broker import Broker, Endpoint
 from kwire.codecs import messages
-from kwire.registry import HANDLERS
-from kwire.server import RequestContext
+from kwire.handlers.registry import HANDLERS
+from kwire.server.connection import RequestContext
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SERVER = ROOT / "kwire"
-HELPER = SERVER / "blocking.py"
+HELPER = SERVER / "runtime" / "blocking.py"
 
 # Calls that block on the disk: fsyncs, atomic file replaces, topic and partition file
 # creation, producer-id blocks, log-start checkpoints, whole-log flushes and scrubs.
@@ -38,7 +38,7 @@ BLOCKING_CALLS = {
 # Modules whose functions never run on the broker's Trio thread (user-facing sync helpers
 # that talk to a broker through a client, the CLI before trio.run); their async functions
 # are still checked.
-OFF_TRIO_THREAD = {"testing.py", "testing_process.py", "pytest_plugin.py", "cli.py", "__main__.py"}
+OFF_TRIO_THREAD = {"testing/__init__.py", "testing/process.py", "testing/pytest_plugin.py", "cli.py", "__main__.py"}
 # Folders of such modules: the operator commands (kwire produce, consume, perf ...) are Kafka
 # clients in a process of their own; their producer.flush() is kafka-python's.
 OFF_TRIO_FOLDERS = {"tools"}
@@ -75,7 +75,7 @@ def blocking_call_sites(path: pathlib.Path) -> list[str]:
     sites = []
     for node in ast.walk(ast.parse(path.read_text())):
         is_async = isinstance(node, ast.AsyncFunctionDef)
-        off_trio = path.name in OFF_TRIO_THREAD or OFF_TRIO_FOLDERS & set(path.relative_to(SERVER).parts)
+        off_trio = path.relative_to(SERVER).as_posix() in OFF_TRIO_THREAD or OFF_TRIO_FOLDERS & set(path.relative_to(SERVER).parts)
         if not (is_async or (isinstance(node, ast.FunctionDef) and not off_trio)):
             continue
         for call, awaited in direct_calls(node):

@@ -1,8 +1,8 @@
-"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31): the ACLs of kwire.acl_service.
+"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31): the ACLs of kwire.security.acl_store.
 
 Without an authorizer they answer SECURITY_DISABLED, as Kafka does.  The
 cluster checks (DESCRIBE for DescribeAcls, ALTER for the others) are made
-before dispatch (kwire.server).  Creations and deletions are durable before
+before dispatch (kwire.server.connection).  Creations and deletions are durable before
 the response; one that cannot be written fails with UNKNOWN_SERVER_ERROR and
 changes nothing.
 """
@@ -13,7 +13,7 @@ import logging
 from kwire.admin.acls import AclBinding, AclBindingFilter, check_creation, check_filter, group_by_pattern
 from kwire.codecs.errors import ErrorCode
 
-from ..registry import handles
+from kwire.handlers.registry import handles
 
 logger = logging.getLogger("kwire.acls")
 DISABLED = "No Authorizer is configured."

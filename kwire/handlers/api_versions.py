@@ -4,7 +4,7 @@ from __future__ import annotations
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode
 
-from ..registry import HANDLERS, handles
+from kwire.handlers.registry import HANDLERS, handles
 
 
 def api_keys(config=None) -> list[dict]:

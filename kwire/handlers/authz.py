@@ -1,6 +1,6 @@
 """Resource-level ACL checks of the topic, config and cluster APIs, made as Kafka's KafkaApis
 makes them (``kwire.admin.acl_operations.API_ACLS`` lists them; the cluster-level ones are made
-before dispatch, ``kwire.server``).
+before dispatch, ``kwire.server.connection``).
 
 Every handler tests ``ctx.broker.acls.enabled`` once and calls in here only when an authorizer
 is on, so without one the handlers do exactly what they did before ACLs, at the cost of that

@@ -2,7 +2,7 @@
 ``transactions``, ``txn_admin``), made as Kafka's KafkaApis makes them.
 
 The checks themselves are listed in ``kwire.admin.acl_operations.API_ACLS``; the cluster-level
-ones are made before dispatch (``kwire.server``).  Each helper answers at once when no
+ones are made before dispatch (``kwire.server.connection``).  Each helper answers at once when no
 authorizer is configured (``ctx.broker.acls.enabled`` is false), so the handlers' answers are
 then exactly what they were without ACLs.
 
@@ -16,7 +16,7 @@ from typing import Iterable
 
 from kwire.admin.acls import CLUSTER_NAME, AclOperation, ResourceType
 
-from . import authz
+from kwire.handlers import authz
 
 READ, WRITE, DESCRIBE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DELETE
 IDEMPOTENT_WRITE = AclOperation.IDEMPOTENT_WRITE

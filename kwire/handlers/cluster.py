@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode
 
-from ..registry import handles
-from . import authz
-from .metadata import NO_OPS, broker_entries
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
+from kwire.handlers.metadata import NO_OPS, broker_entries
 
 
 @handles(60, 0, 1)

@@ -19,8 +19,8 @@ from kwire.admin.describe import describe_broker, describe_topic
 from kwire.admin.topic_config import apply_incremental, validate_topic_configs
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..registry import handles
-from . import authz
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
@@ -54,7 +54,7 @@ def describe_one(ctx, request, r) -> dict:
                                       per_broker=r.resource_name != "")
         elif r.resource_type == BROKER_LOGGER:
             entries = []
-        elif r.resource_type == authz.GROUP_RESOURCE:       # share groups' configs (kwire.share_group_configs)
+        elif r.resource_type == authz.GROUP_RESOURCE:       # share groups' configs (kwire.services.group_configs)
             result["configs"] = ctx.broker.shares.group_configs.describe(r.resource_name, r.configuration_keys)
             return result
         else:
@@ -117,7 +117,7 @@ async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
             check_broker_name(ctx, r.resource_name)
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                 "kwire broker configs are static: edit server.properties and restart")
-        elif r.resource_type == authz.GROUP_RESOURCE and incremental:     # kwire.share_group_configs
+        elif r.resource_type == authz.GROUP_RESOURCE and incremental:     # kwire.services.group_configs
             await ctx.broker.shares.group_configs.alter(
                 r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs], True, validate_only)
         else:

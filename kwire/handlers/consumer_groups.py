@@ -16,9 +16,9 @@ import uuid
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.results import ConsumerHeartbeat
 
-from ..registry import handles
-from . import authz
-from .authz_groups import DESCRIBE, GROUP, READ, denied
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
+from kwire.handlers.authz_groups import DESCRIBE, GROUP, READ, denied
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 UNKNOWN_OPERATIONS = -2147483648

@@ -3,7 +3,7 @@
 A client's max_wait_ms is capped by the broker's ``fetch.max.wait.ms``, and a
 parked fetch ends early when its client closes the connection.
 
-Fetch sessions (KIP-227, kwire.fetch_sessions): session 0 with epoch -1 (librdkafka,
+Fetch sessions (KIP-227, kwire.services.fetch_sessions): session 0 with epoch -1 (librdkafka,
 aiokafka, v4-6) is answered sessionless without touching the cache; epoch 0 is a
 full fetch that also creates a session when ``max.incremental.fetch.session.cache.slots``
 allows; a later epoch reads every partition of the session and answers only those
@@ -33,11 +33,11 @@ from kwire.admin.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 from kwire.log.slices import RecordSlices
 
-from ..fetch_sessions import (
+from kwire.services.fetch_sessions import (
     FINAL_EPOCH, CachedPartition, Full, Incremental, SessionError, partition_key,
 )
-from ..registry import handles
-from . import authz
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
 
 # Record bytes below this size are copied into the response; larger runs are
 # streamed from the segment files with sendfile.
@@ -80,7 +80,7 @@ def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epo
     """Whether this broker serves reads of the partition; raises KafkaApiError.
 
     Single node: the leader epoch check alone.  Cluster: leadership too
-    (kwire.replication), and a follower must be an assigned replica.  Returns
+    (kwire.cluster.replication), and a follower must be an assigned replica.  Returns
     (the offset a read may go up to: None = the high watermark, a follower reads
     up to the log end offset; the leader state for a follower's fetch, else None)."""
     cluster = ctx.broker.cluster
@@ -226,7 +226,7 @@ def build_response(ctx, request, replica_id: int, read_committed: bool,
 
 
 async def park(ctx, partitions, deadline: float, replica: bool = False) -> None:
-    """Wait for ``partitions`` to move (kwire.broker.Broker.wait_appended) or for ``deadline``
+    """Wait for ``partitions`` to move (kwire.server.broker.Broker.wait_appended) or for ``deadline``
     (trio clock).
 
     Raises CloseConnection when a client closes its end meanwhile, so an
@@ -428,7 +428,7 @@ async def handle_fetch(ctx, request):
 
 async def session_fetch(ctx, request, replica_id: int, read_committed: bool,
                         gate: FetchGate | None = None) -> dict:
-    """A fetch that names a session or asks for one (kwire.fetch_sessions)."""
+    """A fetch that names a session or asks for one (kwire.services.fetch_sessions)."""
     context = fetch_context(ctx, request, replica_id)
     if type(context) is SessionError:
         return {"throttle_time_ms": 0, "error_code": int(context.error_code), "session_id": 0,

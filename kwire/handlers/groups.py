@@ -3,7 +3,7 @@ SyncGroup (14), OffsetCommit (8), OffsetFetch (9), DescribeGroups (15), ListGrou
 DeleteGroups (42), OffsetDelete (47).
 
 Each handler maps wire fields to one call of the broker's ``GroupService``
-(``kwire.group_service``) and its result back to wire fields.  A JoinGroup or
+(``kwire.services.groups``) and its result back to wire fields.  A JoinGroup or
 SyncGroup that must wait parks in that call, so the connection's next request
 is read only after it is answered (responses stay in order) while every other
 connection goes on being served.
@@ -33,9 +33,9 @@ from kwire.admin.acls import CLUSTER_NAME
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import JoinRequest, OffsetCommit, SyncRequest
 
-from ..registry import handles
-from . import share
-from .authz_groups import (CLUSTER, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, acls_on,
+from kwire.handlers.registry import handles
+from kwire.handlers import share
+from kwire.handlers.authz_groups import (CLUSTER, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, acls_on,
                            authorized_operations, denied, unauthorized)
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -61,8 +61,8 @@ def coordinator_entry(ctx, key: str, key_type: int) -> dict:
 def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
     """The leader of the group's __consumer_offsets partition coordinates it, the leader of
     the transactional id's __transaction_state partition the id (Kafka's rule)."""
-    from ..group_service import OFFSETS_TOPIC
-    from ..txn_service import TRANSACTION_STATE_TOPIC
+    from kwire.services.groups import OFFSETS_TOPIC
+    from kwire.services.transactions import TRANSACTION_STATE_TOPIC
     topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
     snap = ctx.broker.cluster.snapshot
     meta = snap.topics.get(topic)

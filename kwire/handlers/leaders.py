@@ -3,16 +3,16 @@
 With an authorizer (Kafka's KafkaApis): OffsetForLeaderEpoch is open to CLUSTER_ACTION on the
 cluster (followers), otherwise (consumers, KIP-320) each topic needs DESCRIBE and a refused
 topic's partitions answer TOPIC_AUTHORIZATION_FAILED.  ElectLeaders needs ALTER on the cluster,
-which the server checks before dispatch (kwire.server).
+which the server checks before dispatch (kwire.server.connection).
 """
 from __future__ import annotations
 
 from kwire.admin.acls import AclOperation, ResourceType
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..registry import handles
-from . import authz
-from .fetch import check_serving
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
+from kwire.handlers.fetch import check_serving
 
 PREFERRED = 0      # ElectLeaders election_type; 1 = unclean
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 
-from kwire.blocking import run_blocking
+from kwire.runtime.blocking import run_blocking
 from kwire.codecs.errors import ErrorCode
 
-from ..registry import handles
+from kwire.handlers.registry import handles
 
 INVALID_OFFSET_LAG = -1
 

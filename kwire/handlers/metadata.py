@@ -26,9 +26,9 @@ from kwire.admin.acls import AclOperation, ResourceType
 from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from .. import blocking
-from ..registry import handles
-from . import authz
+from kwire.runtime import blocking
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
 
 logger = logging.getLogger("kwire.metadata")
 ZERO_UUID = None  # kafka-python encodes None as the zero UUID
@@ -48,7 +48,7 @@ def partition_entries(ctx, topic) -> list[dict]:
 
 def cluster_partition_entries(snap, topic, listener: str = "PLAINTEXT", *,
                               listener_not_found: bool = True) -> list[dict]:
-    """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster_node).
+    """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster.node).
 
     A leader that is not among the live brokers (its session expired and the controller has
     not elected another yet) is answered as Kafka's metadata cache does: LEADER_NOT_AVAILABLE

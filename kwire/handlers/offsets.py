@@ -13,10 +13,10 @@ import trio
 from kwire.admin.acls import AclOperation, ResourceType
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..blocking import admin_lock, run_blocking
-from ..registry import handles
-from . import authz
-from .fetch import check_serving
+from kwire.runtime.blocking import admin_lock, run_blocking
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
+from kwire.handlers.fetch import check_serving
 
 logger = logging.getLogger("kwire.offsets")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6

@@ -13,10 +13,10 @@ from kwire.admin.acls import AclOperation, ResourceType
 from kwire.codecs import records
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
-from ..blocking import run_blocking
-from ..registry import Deferred, handles
-from . import authz
-from .transactions import verify_in_transaction
+from kwire.runtime.blocking import run_blocking
+from kwire.handlers.registry import Deferred, handles
+from kwire.handlers import authz
+from kwire.handlers.transactions import verify_in_transaction
 
 _TXN_BYTE = records.ATTRIBUTES_OFFSET + 1      # the low byte of the big-endian attributes
 
@@ -39,7 +39,7 @@ def append_partition(ctx, topic_name: str, data, flushes: list, waits: list, ack
         return partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     entry, result = append_to(ctx, plog, topic_name, data, flushes, waits, acks)
     metrics = ctx.broker.metrics
-    if metrics is not None:        # kwire.metrics: Kafka's BrokerTopicMetrics
+    if metrics is not None:        # kwire.metrics.counters: Kafka's BrokerTopicMetrics
         if result is None:
             metrics.produce_failed(topic_name, entry["error_code"])
         else:
@@ -56,7 +56,7 @@ def append_to(ctx, plog, topic_name: str, data, flushes: list, waits: list, acks
         return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records"), None
     cluster = ctx.broker.cluster
     try:
-        if cluster is not None:      # replicated: only the leader appends (kwire.replication)
+        if cluster is not None:      # replicated: only the leader appends (kwire.cluster.replication)
             tp = (topic_name, data.index)
             leader = cluster.replicas.check_leader(tp, plog, None)
             if acks == -1:

@@ -1,5 +1,5 @@
 """InitProducerId (22): producer ids for idempotent producers; with a transactional id, the
-transaction coordinator's (kwire.txn_service: a new id, or the id's epoch bumped, fencing
+transaction coordinator's (kwire.services.transactions: a new id, or the id's epoch bumped, fencing
 the previous producer and aborting its open transaction).
 
 ACLs, as Kafka's KafkaApis checks them: with a transactional id, WRITE on it
@@ -11,9 +11,9 @@ from __future__ import annotations
 from kwire.codecs.errors import ErrorCode
 from kwire.groups.txn_coordinator import error_for_version
 
-from ..blocking import next_producer_id
-from ..registry import handles
-from .authz_groups import TRANSACTIONAL_ID, WRITE, denied, may_write_idempotently
+from kwire.runtime.blocking import next_producer_id
+from kwire.handlers.registry import handles
+from kwire.handlers.authz_groups import TRANSACTIONAL_ID, WRITE, denied, may_write_idempotently
 
 MAX_STRING_BYTES = 2**15 - 1     # Kafka's parser refuses longer strings; __transaction_state keys are such
 

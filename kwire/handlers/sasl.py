@@ -1,21 +1,21 @@
 """SaslHandshake (17) and SaslAuthenticate (36): SASL on SASL_PLAINTEXT / SASL_SSL listeners.
 
-The exchange itself is kwire.sasl_session.SaslSession with kwire.sasl's
+The exchange itself is kwire.security.sasl_session.SaslSession with kwire.security.sasl's
 mechanisms; these handlers only carry its tokens and answer SaslAuthenticate
 v1+ with the session's lifetime (KIP-368).  On a listener without SASL both
 answer ILLEGAL_SASL_STATE, as Kafka does, and so does an authenticated
 connection not re-authenticating.  A failed exchange is answered with its
-error and the connection then closes (kwire.server)."""
+error and the connection then closes (kwire.server.connection)."""
 from __future__ import annotations
 
 import logging
 
 from kwire.codecs.errors import ErrorCode
 
-from ..registry import handles
-from ..sasl import SaslError
+from kwire.handlers.registry import handles
+from kwire.security.sasl import SaslError
 
-logger = logging.getLogger("kwire.sasl")
+logger = logging.getLogger("kwire.security.sasl")
 
 
 @handles(17, 0, 1)

@@ -1,20 +1,20 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), v0 (KIP-554): what
 ``kafka-configs.sh --entity-type users`` and ``kwire scram`` use to manage SCRAM users.
 
-The rules are ``kwire.scram_service``'s (Kafka's controller and metadata image).  Every
+The rules are ``kwire.security.scram_store``'s (Kafka's controller and metadata image).  Every
 failure is a value in the response: per user for both APIs; Describe's top-level error
 stays 0.  Neither handler raises.
 
 ACLs (Kafka's KafkaApis): Describe needs DESCRIBE on the cluster, Alter needs ALTER on the
-cluster.  Both are checked before dispatch (kwire.server's cluster gate): a refused Describe
+cluster.  Both are checked before dispatch (kwire.server.connection's cluster gate): a refused Describe
 is answered with the top-level error CLUSTER_AUTHORIZATION_FAILED and no results, a refused
 Alter with that error for every user it names (kwire.handlers.errors).
 """
 from __future__ import annotations
 
-from kwire.scram_service import ScramDeletion, ScramUpsertion
+from kwire.security.scram_store import ScramDeletion, ScramUpsertion
 
-from ..registry import handles
+from kwire.handlers.registry import handles
 
 
 @handles(50, 0, 0)

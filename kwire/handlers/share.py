@@ -5,7 +5,7 @@ in who names a member (v0: the coordinator, in Kafka's Uuid form, see ``new_memb
 client) and in ShareFetch's limits (v0: PartitionMaxBytes; v1: MaxRecords, BatchSize and the
 response's AcquisitionLockTimeoutMs).
 
-Served by ``kwire.share_service``; advertised only when ``group.share.enable`` is true and
+Served by ``kwire.services.shares``; advertised only when ``group.share.enable`` is true and
 ``share`` is in ``group.coordinator.rebalance.protocols``; in cluster mode membership is
 served by the group's coordinator (NOT_COORDINATOR elsewhere) and ShareFetch/ShareAcknowledge
 of a partition by its leader (NOT_LEADER_OR_FOLLOWER elsewhere), see the service.  A group id a classic group already uses is refused (GROUP_ID_NOT_FOUND, as
@@ -25,9 +25,9 @@ import trio
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..registry import handles
-from .authz_groups import DESCRIBE, GROUP, READ, TOPIC, acls_on, denied, unauthorized
-from ..share_service import enabled
+from kwire.handlers.registry import handles
+from kwire.handlers.authz_groups import DESCRIBE, GROUP, READ, TOPIC, acls_on, denied, unauthorized
+from kwire.services.shares import enabled
 
 SHARE_ASSIGNOR = "simple"
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.share_partition import persisted_lag, share_lag
 
-from ..registry import handles
-from ..share_service import enabled
-from .authz_groups import DESCRIBE, GROUP, TOPIC, acls_on, denied, unauthorized
+from kwire.handlers.registry import handles
+from kwire.services.shares import enabled
+from kwire.handlers.authz_groups import DESCRIBE, GROUP, TOPIC, acls_on, denied, unauthorized
 
 UNKNOWN = -1
 

@@ -1,5 +1,5 @@
 """The share-group state persister RPCs (KIP-932), served by the share coordinator
-(``kwire.share_state.ShareStateStore``) to share-partition leaders on other brokers:
+(``kwire.services.share_state.ShareStateStore``) to share-partition leaders on other brokers:
 InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85),
 DeleteShareGroupState (86), version 0.  Cluster mode only (``zookeeper.connect`` set).
 
@@ -14,8 +14,8 @@ import uuid
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.share_records import ShareState, StateBatch
 
-from ..registry import handles
-from ..share_service import enabled
+from kwire.handlers.registry import handles
+from kwire.services.shares import enabled
 
 
 def cluster_enabled(config) -> bool:

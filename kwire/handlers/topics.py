@@ -18,9 +18,9 @@ from kwire.admin.topic_config import validate_topic_configs
 from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from .. import blocking
-from ..registry import handles
-from . import authz
+from kwire.runtime import blocking
+from kwire.handlers.registry import handles
+from kwire.handlers import authz
 
 logger = logging.getLogger("kwire.topics")
 

@@ -1,7 +1,7 @@
 """AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27),
 TxnOffsetCommit (28).
 
-The transaction coordinator runs in ``kwire.txn_service``; WriteTxnMarkers is
+The transaction coordinator runs in ``kwire.services.transactions``; WriteTxnMarkers is
 what a coordinator in a ZooKeeper cluster sends the leaders of the partitions
 of a decided transaction.  Versions are those before KIP-890's transactions v2
 (AddPartitionsToTxn 0-3, EndTxn and TxnOffsetCommit 0-4, WriteTxnMarkers 1),
@@ -30,9 +30,9 @@ from kwire.groups import OffsetCommit
 from kwire.groups.coordinator import partition_for
 from kwire.groups.txn_coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TxnDescription, error_for_version
 
-from ..peer import PeerError
-from ..registry import handles
-from .authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
+from kwire.transport.peer import PeerError
+from kwire.handlers.registry import handles
+from kwire.handlers.authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -3,7 +3,7 @@ tools (``kafka-transactions.sh``: describe, list, describe-producers, find-hangi
 
 Reads only, answered as Kafka's KafkaApis does:
 
-* DescribeTransactions: per id, the transaction coordinator's state (``kwire.txn_service``):
+* DescribeTransactions: per id, the transaction coordinator's state (``kwire.services.transactions``):
   NOT_COORDINATOR for an id another broker coordinates (cluster mode),
   COORDINATOR_LOAD_IN_PROGRESS while its partition loads, TRANSACTIONAL_ID_NOT_FOUND,
   INVALID_REQUEST for an empty id.  Topics are those of the transaction (Empty and
@@ -33,8 +33,8 @@ from __future__ import annotations
 from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from ..registry import handles
-from .authz_groups import DESCRIBE, READ, TOPIC, TRANSACTIONAL_ID, acls_on, denied, unauthorized
+from kwire.handlers.registry import handles
+from kwire.handlers.authz_groups import DESCRIBE, READ, TOPIC, TRANSACTIONAL_ID, acls_on, denied, unauthorized
 
 
 @handles(65, 0, 0)

@@ -32,7 +32,7 @@ import argparse
 import sys
 from typing import Iterable, NamedTuple, Sequence
 
-from .common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
+from kwire.tools.common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
 
 ACTIONS = {"--list": "list", "--add": "add", "--remove": "remove"}
 CLUSTER_NAME = "kafka-cluster"

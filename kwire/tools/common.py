@@ -187,7 +187,7 @@ def _jaas_credentials(props: Mapping[str, str]) -> dict[str, str]:
     text = props.get("sasl.jaas.config")
     if not text:
         return {}
-    from kwire.sasl import parse_jaas_config       # the broker's own JAAS parser
+    from kwire.security.sasl import parse_jaas_config       # the broker's own JAAS parser
     try:
         entry = parse_jaas_config(text)
     except ValueError as exc:

@@ -27,9 +27,9 @@ import re
 import sys
 from typing import Sequence
 
-from .common import (ToolError, UsageError, add_common_arguments, client_config, dispatch, emit, print_table,
+from kwire.tools.common import (ToolError, UsageError, add_common_arguments, client_config, dispatch, emit, print_table,
                      read_properties_file)
-from .topics import check
+from kwire.tools.topics import check
 
 ACTIONS = {"--describe": "describe", "--alter": "alter"}
 RESOURCE = {"topics": "TOPIC", "brokers": "BROKER"}

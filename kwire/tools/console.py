@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .common import (DEFAULT_BOOTSTRAP, ToolError, UsageError, add_common_arguments, client_config, emit,
+from kwire.tools.common import (DEFAULT_BOOTSTRAP, ToolError, UsageError, add_common_arguments, client_config, emit,
                      java_client_keywords, key_value_args, read_properties_file, run)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

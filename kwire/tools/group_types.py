@@ -20,7 +20,7 @@ from kafka.structs import TopicPartition
 
 from kwire.codecs import messages
 
-from .common import ToolError, print_table
+from kwire.tools.common import ToolError, print_table
 
 SHARE_OFFSETS_KEY, CONSUMER_DESCRIBE_KEY = 90, 69
 SHARE_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]

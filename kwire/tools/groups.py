@@ -26,10 +26,10 @@ from typing import Any, Iterable, Sequence
 
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from .common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
+from kwire.tools.common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
                      print_table, progress, run)
-from .group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets, tp_name
-from .group_types import consumer_group_members, describe_share_offsets, group_types
+from kwire.tools.group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets, tp_name
+from kwire.tools.group_types import consumer_group_members, describe_share_offsets, group_types
 
 COMMANDS = ("list", "describe", "reset-offsets", "delete", "delete-offsets")
 KAFKA_ACTIONS = {f"--{c}": c for c in COMMANDS}      # kafka-consumer-groups.sh --describe ...

@@ -38,7 +38,7 @@ import time
 import uuid
 from typing import Any, Callable, Sequence
 
-from .common import (DEFAULT_BOOTSTRAP, UsageError, add_common_arguments, client_config, emit,
+from kwire.tools.common import (DEFAULT_BOOTSTRAP, UsageError, add_common_arguments, client_config, emit,
                      java_client_keywords, key_value_args, print_table, progress, read_properties_file, run)
 
 REPORTING_INTERVAL_MS = 5000

@@ -28,7 +28,7 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-from .common import (ToolError, UsageError, client_config, dispatch, emit,
+from kwire.tools.common import (ToolError, UsageError, client_config, dispatch, emit,
                      key_value_args, print_table, progress, tool_parser)
 
 ACTIONS = {f"--{name}": name for name in ("list", "describe", "create", "delete", "alter")}

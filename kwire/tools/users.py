@@ -26,10 +26,10 @@ import re
 import sys
 from typing import Sequence
 
-from kwire.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
-from kwire.scram_cli import MECHANISMS, read_password
+from kwire.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
+from kwire.tools.scram import MECHANISMS, read_password
 
-from .common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
+from kwire.tools.common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
 
 ACTIONS = {"--alter": "alter", "--describe": "describe"}
 _SCRAM_CONFIG = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*", re.IGNORECASE)

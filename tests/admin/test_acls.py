@@ -494,7 +494,7 @@ def test_indexed_describe_agrees_with_the_filter(bindings, acl_filter):
 # -- the per-API table -----------------------------------------------------------------------------
 def test_every_api_kwire_serves_is_mapped():
     importlib.import_module("kwire.handlers")   # registers the handlers
-    from kwire.registry import HANDLERS
+    from kwire.handlers.registry import HANDLERS
     assert set(HANDLERS) <= set(API_ACLS)
 
 

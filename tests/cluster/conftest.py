@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from kwire.testing_cluster import ClusterProcess
-from kwire.zookeeper_process import zookeeper_available
+from kwire.testing.cluster import ClusterProcess
+from kwire.testing.zookeeper import zookeeper_available
 from tests.support.proxy import TcpProxy
 
 

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka.protocol.admin import DescribeConfigsRequest
 from kazoo.client import KazooClient
 
-from kwire.testing_cluster import send_request
+from kwire.testing.cluster import send_request
 from tests.support.counting import create_topic, produce_counted, wait_for
 
 TOPIC_RESOURCE = 2

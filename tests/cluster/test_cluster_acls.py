@@ -22,8 +22,8 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from kazoo.client import KazooClient
 
-from kwire.acl_zk import CHANGE_EXPIRATION_MS, AclZnodes
-from kwire.testing_cluster import ClusterProcess, send_request
+from kwire.cluster.acl_store import CHANGE_EXPIRATION_MS, AclZnodes
+from kwire.testing.cluster import ClusterProcess, send_request
 from tests.cluster.conftest import require_zookeeper
 from tests.support.counting import wait_for
 from tests.support.proxy import TcpProxy

@@ -11,8 +11,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from kwire.testing_cluster import ClusterProcess
-from kwire.testing_process import free_port
+from kwire.testing.cluster import ClusterProcess
+from kwire.testing.process import free_port
 from tests.cluster.conftest import require_zookeeper
 
 TOPIC = "replicated"

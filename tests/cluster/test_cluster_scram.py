@@ -27,9 +27,9 @@ from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserS
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
 
-from kwire.scram import format_kafka_credential, scram_credential
-from kwire.scram_service import FILE_NAME
-from kwire.testing_cluster import send_request
+from kwire.security.scram import format_kafka_credential, scram_credential
+from kwire.security.scram_store import FILE_NAME
+from kwire.testing.cluster import send_request
 from tests.support.counting import create_topic, wait_for
 from tests.support.roundtrip import produce_and_consume
 

@@ -29,8 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
 
-from kwire.scram import format_kafka_credential, scram_credential
-from kwire.testing_cluster import ClusterProcess
+from kwire.security.scram import format_kafka_credential, scram_credential
+from kwire.testing.cluster import ClusterProcess
 from tests.cluster.conftest import require_zookeeper
 from tests.support.certs import CertificateAuthority
 from tests.support.counting import partition_states, tally, total, wait_for, wait_full_isrs

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from kwire.groups.share_records import SNAPSHOT_KEY, encode_key
-from kwire.testing_cluster import send_request
+from kwire.testing.cluster import send_request
 from tests.support.counting import create_topic, partition_states, wait_full_isrs
 
 STATE_TOPIC = "__share_group_state"

@@ -12,8 +12,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from kwire.testing_process import free_port_run
-from kwire.zookeeper_process import zookeeper_available
+from kwire.testing.process import free_port_run
+from kwire.testing.zookeeper import zookeeper_available
 
 available, why = zookeeper_available()
 pytestmark = pytest.mark.skipif(not available, reason=f"ZooKeeper cannot run here: {why}")

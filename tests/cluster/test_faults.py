@@ -23,7 +23,7 @@ import time
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kwire.testing_cluster import ClusterProcess
+from kwire.testing.cluster import ClusterProcess
 from tests.support import counting
 from tests.support.counting import create_topic, read_all, tally, wait_for, wait_full_isrs
 

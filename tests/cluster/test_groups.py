@@ -11,7 +11,7 @@ from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from kwire.codecs.messages import response_class
-from kwire.testing_cluster import send_request
+from kwire.testing.cluster import send_request
 from tests.support.counting import create_topic, produce_counted, wait_for
 
 NOT_COORDINATOR = 16

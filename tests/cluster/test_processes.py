@@ -15,10 +15,10 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kazoo.client import KazooClient
 
-from kwire import zookeeper_process
-from kwire.testing_cluster import send_request
-from kwire.testing_process import free_port, free_port_run
-from kwire.zookeeper_process import ZooKeeperProcess, ZooKeeperStartError, zookeeper_available
+from kwire.testing import zookeeper as zookeeper_process
+from kwire.testing.cluster import send_request
+from kwire.testing.process import free_port, free_port_run
+from kwire.testing.zookeeper import ZooKeeperProcess, ZooKeeperStartError, zookeeper_available
 
 available, why = zookeeper_available()
 pytestmark = pytest.mark.skipif(not available, reason=f"ZooKeeper cannot run here: {why}")

@@ -30,9 +30,9 @@ from kazoo.client import KazooClient
 from kwire.admin import zk_layout as layout
 from kwire.admin.controller import PartitionState, StateWrite
 from kwire.codecs.errors import ErrorCode
-from kwire.testing_cluster import recv_exactly, send_request
-from kwire.zk import CONTROLLED_SHUTDOWN, ZooKeeperClient
-from kwire.zookeeper_process import ZooKeeperProcess
+from kwire.testing.cluster import recv_exactly, send_request
+from kwire.cluster.zk import CONTROLLED_SHUTDOWN, ZooKeeperClient
+from kwire.testing.zookeeper import ZooKeeperProcess
 from tests.cluster.conftest import require_zookeeper
 from tests.support.counting import partition_states, wait_for
 

@@ -176,7 +176,7 @@ def test_a_new_leader_answers_list_offsets_only_once_it_knows_what_was_committed
     # followers report in, Kafka answers OFFSET_NOT_AVAILABLE rather than a high watermark
     # below what was acknowledged (a consumer resetting to latest would read records again).
     from kafka.protocol.consumer import ListOffsetsRequest
-    from kwire.testing_cluster import send_request
+    from kwire.testing.cluster import send_request
     Topic = ListOffsetsRequest.ListOffsetsTopic
     cluster = cluster_factory(properties={"replica.fetch.wait.max.ms": 4000, "replica.lag.time.max.ms": 20000})
     create_topic(cluster.bootstrap, "latest", partitions=1, rf=3)

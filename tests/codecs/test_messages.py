@@ -14,7 +14,7 @@ import kwire.handlers  # noqa: F401  (registers the handlers)
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode
 from kwire.handlers.errors import error_response
-from kwire.registry import HANDLERS
+from kwire.handlers.registry import HANDLERS
 
 ADVERTISED = [(key, v) for key, h in sorted(HANDLERS.items())
               for v in range(h.min_version, h.max_version + 1)]

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from typing import Iterable
 
-from kwire.testing_cluster import ClusterProcess
+from kwire.testing.cluster import ClusterProcess
 from tests.support.proxy import TcpProxy
 
 __all__ = ["BROKER_PROPERTIES", "DISK_MB", "FaultCluster"]

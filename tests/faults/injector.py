@@ -22,8 +22,8 @@ import os
 import signal
 import time
 
-from kwire.testing_process import BrokerStartError
-from kwire.zookeeper_process import ZooKeeperStartError
+from kwire.testing.process import BrokerStartError
+from kwire.testing.zookeeper import ZooKeeperStartError
 
 from .environment import FaultCluster
 from .history import History, Recovery

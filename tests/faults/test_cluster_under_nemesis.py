@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kwire.zookeeper_process import zookeeper_available
+from kwire.testing.zookeeper import zookeeper_available
 
 from .nemesis import generate
 from .runner import run_schedule

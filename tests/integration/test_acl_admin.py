@@ -15,7 +15,7 @@ from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResource
 from kafka.admin import ResourceType as KpResourceType
 from kafka.errors import ClusterAuthorizationFailedError
 
-from kwire.testing_process import BrokerProcess
+from kwire.testing.process import BrokerProcess
 from tests.support.acl_broker import AclBroker
 
 pytestmark = pytest.mark.clients

@@ -19,7 +19,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeLogDirsRequest
 
 import kwire.testing
-from kwire.testing_cluster import send_request
+from kwire.testing.cluster import send_request
 from tests.support.java import java_available, run_to_end
 
 RECORDS = 300

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from kwire.logs import configure
-from kwire.testing_process import BrokerProcess
+from kwire.runtime.logging_setup import configure
+from kwire.testing.process import BrokerProcess
 
 
 def test_json_lines_from_a_running_broker_parse_one_by_one(tmp_path):

@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kwire.testing_process import BrokerProcess
+from kwire.testing.process import BrokerProcess
 
 PARTITIONS = 1000
 ROUNDS = 1000                      # x PARTITIONS = 1,000,000 commits

@@ -23,7 +23,7 @@ from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateRespon
 
 from tests.support.roundtrip import (aiokafka_produce_and_consume, kafka_python_produce_and_consume,
                                      produce_and_consume)
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 from tests.support.certs import CertificateAuthority
 
 pytestmark = pytest.mark.clients

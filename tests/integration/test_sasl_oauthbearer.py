@@ -26,7 +26,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourceType)
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 from tests.support.raw_client import RawClient, sleep_until
 from tests.support.roundtrip import (aiokafka_produce_and_consume, check_each_once, kafka_python_produce_and_consume,
                                      produce_and_consume, produce_while_consuming)

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 from tests.support.raw_client import RawClient, sleep_until
 from tests.support.roundtrip import check_each_once, produce_while_consuming
 

@@ -1,6 +1,6 @@
 """SCRAM-SHA-256/512 logins against credentials set with ``kwire scram`` on the running broker.
 
-The broker stores only salted credentials (kwire.scram_service); clients log in
+The broker stores only salted credentials (kwire.security.scram_store); clients log in
 with the password, the broker proves it knows the credential (server signature,
 checked by the clients), and a wrong password or a deleted user fails."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 
 pytestmark = pytest.mark.clients
 

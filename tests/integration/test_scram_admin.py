@@ -1,4 +1,4 @@
-"""SCRAM users on a real broker process: set with ``python -m kwire.scram_cli`` (kafka-python's
+"""SCRAM users on a real broker process: set with ``python -m kwire.tools.scram`` (kafka-python's
 AlterUserScramCredentials underneath), read back with kafka-python's admin client and the
 CLI, kept across a restart (the credential file in the log dir), then deleted."""
 from __future__ import annotations
@@ -10,14 +10,14 @@ import sys
 import pytest
 from kafka.admin import KafkaAdminClient, ScramMechanism
 
-from kwire.scram_service import FILE_NAME
+from kwire.security.scram_store import FILE_NAME
 from tests.support.broker import BrokerProcess
 
 pytestmark = pytest.mark.clients
 
 
 def scram_cli(broker, *args, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kwire.scram_cli", "--bootstrap-server", broker.bootstrap,
+    return subprocess.run([sys.executable, "-m", "kwire.tools.scram", "--bootstrap-server", broker.bootstrap,
                            "--timeout-ms", "10000", *args],
                           input=stdin, capture_output=True, text=True, timeout=60)
 

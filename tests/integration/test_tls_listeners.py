@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support.roundtrip import (aiokafka_produce_and_consume, kafka_python_produce_and_consume,
                                      produce_and_consume)
-from kwire.testing_process import BrokerProcess, BrokerStartError, free_port
+from kwire.testing.process import BrokerProcess, BrokerStartError, free_port
 from tests.support.certs import CertificateAuthority
 
 pytestmark = pytest.mark.clients

@@ -1,4 +1,4 @@
-"""kwire.tls_stream's TLS connections against real clients.
+"""kwire.security.tls_stream's TLS connections against real clients.
 
 Megabytes each way through confluent-kafka (reads of many TLS records at once,
 writes that fill the socket buffer and are retried), and clients that misbehave
@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kwire.secure_listeners import HANDSHAKE_TIMEOUT_S
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.security.listeners import HANDSHAKE_TIMEOUT_S
+from kwire.testing.process import BrokerProcess, free_port
 from tests.support.certs import CertificateAuthority
 
 pytestmark = pytest.mark.clients

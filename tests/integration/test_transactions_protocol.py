@@ -617,8 +617,8 @@ def test_on_a_cluster_each_broker_answers_for_what_it_coordinates_and_replicates
     coordinator that is not the id's transaction coordinator is verified there with
     DescribeTransactions: the fenced zombie's offsets do not count."""
     from kwire.groups.coordinator import partition_for
-    from kwire.testing_cluster import ClusterProcess
-    from kwire.zookeeper_process import zookeeper_available
+    from kwire.testing.cluster import ClusterProcess
+    from kwire.testing.zookeeper import zookeeper_available
     from tests.support.counting import create_topic as create_replicated
     from tests.support.counting import partition_states, wait_for, wait_full_isrs
     available, why = zookeeper_available()

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 from tests.java_client.test_perf_tools import TOOLS_JAR, run_tool
 from tests.support.certs import CertificateAuthority
 

@@ -1,4 +1,4 @@
-"""Inter-broker connections over every security protocol (kwire.peer_security), in-process:
+"""Inter-broker connections over every security protocol (kwire.security.peer), in-process:
 a real kwire broker on loopback sockets (SSL with client certificates, SASL_PLAINTEXT and
 SASL_SSL), and this broker's own connector built from the same Kafka keys a broker of the
 cluster would have.  Who the server took the peer for is read back the way it decides
@@ -14,11 +14,11 @@ import pytest
 import trio
 
 from kwire.admin.broker_config import ConfigError, broker_config_from_properties
-from kwire.broker import Broker
-from kwire.peer import PeerConnection, PeerError
-from kwire.peer_security import PeerConnector
-from kwire.scram import scram_credential
-from kwire.server import serve
+from kwire.server.broker import Broker
+from kwire.transport.peer import PeerConnection, PeerError
+from kwire.security.peer import PeerConnector
+from kwire.security.scram import scram_credential
+from kwire.server.connection import serve
 from tests.support.certs import CertificateAuthority
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -1,4 +1,4 @@
-"""kwire.sasl: the JAAS syntax, PLAIN and OAUTHBEARER against kafka-python's own SASL
+"""kwire.security.sasl: the JAAS syntax, PLAIN and OAUTHBEARER against kafka-python's own SASL
 clients, the token limit and the mechanism table."""
 import base64
 import json
@@ -9,12 +9,12 @@ from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
 from kafka.net.sasl.plain import SaslMechanismPlain
 
 from kwire.codecs.errors import ErrorCode
-from kwire.sasl import (AUTHZID_MISMATCH, INVALID_USER_OR_PASSWORD, MAX_SASL_TOKEN_BYTES,
+from kwire.security.sasl import (AUTHZID_MISMATCH, INVALID_USER_OR_PASSWORD, MAX_SASL_TOKEN_BYTES,
                         OAUTHBEARER_LOGIN_MODULE, PLAIN_LOGIN_MODULE, JaasEntry, OAuthBearerServer,
                         PlainServer, SaslError, UnsecuredJwsOptions, check_token_size,
                         parse_enabled_mechanisms, parse_jaas_config, parse_jaas_entries,
                         plain_users, server_factories)
-from kwire.scram import ScramCredentialStore, ScramServer
+from kwire.security.scram import ScramCredentialStore, ScramServer
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret" '

@@ -1,4 +1,4 @@
-"""The client side of PLAIN and SCRAM (kwire.sasl_client), sans-I/O: RFC 7677's exchange byte
+"""The client side of PLAIN and SCRAM (kwire.security.sasl_client), sans-I/O: RFC 7677's exchange byte
 for byte, logins against kwire's own SCRAM server, and every way a server answer is refused."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import base64
 
 import pytest
 
-from kwire.sasl import PlainServer, SaslError
-from kwire.sasl_client import PlainClient, SaslClientError, ScramClient, sasl_client
-from kwire.scram import ScramCredentialStore, scram_credential
+from kwire.security.sasl import PlainServer, SaslError
+from kwire.security.sasl_client import PlainClient, SaslClientError, ScramClient, sasl_client
+from kwire.security.scram import ScramCredentialStore, scram_credential
 
 # RFC 7677 section 3: user "user", password "pencil"
 RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"

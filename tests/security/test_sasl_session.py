@@ -1,4 +1,4 @@
-"""kwire.sasl_session: a connection's SASL states and KIP-368 re-authentication, driven by
+"""kwire.security.sasl_session: a connection's SASL states and KIP-368 re-authentication, driven by
 kafka-python's own SASL clients, with the listener contexts built from Kafka's keys."""
 import base64
 import json
@@ -9,9 +9,9 @@ from kafka.net.sasl.plain import SaslMechanismPlain
 
 from kwire.admin.broker_config import ConfigError, broker_config_from_properties
 from kwire.codecs.errors import ErrorCode
-from kwire.sasl import SaslError
-from kwire.sasl_session import SaslSession, State
-from kwire.secure_listeners import listener_context
+from kwire.security.sasl import SaslError
+from kwire.security.sasl_session import SaslSession, State
+from kwire.security.listeners import listener_context
 
 NOW_MS = 1_700_000_000_000
 USERS = 'user_alice="alice-secret" user_bob="bob-secret"'

@@ -1,4 +1,4 @@
-"""SCRAM-SHA-256/512 server (kwire.scram) against kafka-python's own SCRAM client,
+"""SCRAM-SHA-256/512 server (kwire.security.scram) against kafka-python's own SCRAM client,
 RFC 7677's published exchange, and the stored credential forms."""
 import base64
 import hashlib
@@ -10,8 +10,8 @@ from kafka.admin._users import ScramMechanism, UserScramCredentialUpsertion
 from kafka.net.sasl.scram import SaslMechanismScram
 
 from kwire.codecs.errors import ErrorCode
-from kwire.sasl import AUTHZID_MISMATCH, MAX_SASL_TOKEN_BYTES, SaslError
-from kwire.scram import (MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramCredentialStore,
+from kwire.security.sasl import AUTHZID_MISMATCH, MAX_SASL_TOKEN_BYTES, SaslError
+from kwire.security.scram import (MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramCredentialStore,
                          format_kafka_credential, parse_kafka_credential, scram_credential,
                          scram_credential_from_salted_password)
 

@@ -1,4 +1,4 @@
-"""The broker's SCRAM credential service (kwire.scram_service) and its two admin handlers
+"""The broker's SCRAM credential service (kwire.security.scram_store) and its two admin handlers
 (kwire.handlers.scram_admin), in-process: Kafka's AlterUserScramCredentials and
 DescribeUserScramCredentials rules, the credential file's round trip and its atomic,
 off-the-Trio-thread replacement.  No sockets; requests and responses go through the same
@@ -18,12 +18,12 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest,
                                   DescribeUserScramCredentialsRequest)
 
 import kwire.log.checkpoints as checkpoints
-import kwire.scram_service as service_module
+import kwire.security.scram_store as service_module
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
-from kwire.registry import HANDLERS
-from kwire.scram import scram_credential
-from kwire.scram_service import (DELETE_MISSING, FILE_NAME, AlterResult, DescribeResult,
+from kwire.handlers.registry import HANDLERS
+from kwire.security.scram import scram_credential
+from kwire.security.scram_store import (DELETE_MISSING, FILE_NAME, AlterResult, DescribeResult,
                                  ScramDeletion, ScramFileError, ScramService, ScramUpsertion)
 
 SHA256, SHA512 = 1, 2
@@ -437,7 +437,7 @@ def test_describe_handler(service):
 
 
 def test_a_credential_set_from_scram_credential_matches_the_client_payload(service):
-    """The stored keys equal those kwire.scram derives from the password itself."""
+    """The stored keys equal those kwire.security.scram derives from the password itself."""
     up = upsertion("alice", SHA256, "pw", 4096)
     alter(service, [up])
     assert service.store.get("alice", "SCRAM-SHA-256") == scram_credential("SCRAM-SHA-256", "pw", up.salt, 4096)

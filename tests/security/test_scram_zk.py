@@ -1,4 +1,4 @@
-"""The ZooKeeper form of SCRAM users (kwire.scram_zk, kwire.scram): Kafka's user-name
+"""The ZooKeeper form of SCRAM users (kwire.cluster.scram_store, kwire.security.scram): Kafka's user-name
 sanitization, the credential string as Kafka writes and reads it, the user znode's other
 configs kept on an update, and which change notifications name a user.  No ZooKeeper here:
 tests/cluster/test_cluster_scram.py runs the same against a real one."""
@@ -10,9 +10,9 @@ import re
 import pytest
 
 from kwire.admin import zk_layout
-from kwire.scram import (format_kafka_credential, kafka_config_credentials, parse_kafka_credential,
+from kwire.security.scram import (format_kafka_credential, kafka_config_credentials, parse_kafka_credential,
                          scram_credential)
-from kwire.scram_zk import changed_user, desanitize, sanitize, updated_config, user_path
+from kwire.cluster.scram_store import changed_user, desanitize, sanitize, updated_config, user_path
 
 SHA256 = scram_credential("SCRAM-SHA-256", "pw", b"0123456789abcdef", 4096)
 SHA512 = scram_credential("SCRAM-SHA-512", "pw", b"0123456789abcdef", 8192)

@@ -1,4 +1,4 @@
-"""kwire.tls: Kafka ssl.* properties -> SSLContext, checked by real handshakes; TLS principals.
+"""kwire.security.tls: Kafka ssl.* properties -> SSLContext, checked by real handshakes; TLS principals.
 
 Handshakes run both ends in this thread over ``ssl.MemoryBIO`` pairs: the same
 OpenSSL state machines as over a socket, without threads or timeouts.
@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from kwire.tls import (
+from kwire.security.tls import (
     ANONYMOUS, ConfigError, NoMatchingRule, PrincipalMapper, client_context, principal_mapper, principal_of,
     server_context, subject_dn,
 )

@@ -17,11 +17,11 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, TxnOffsetCommitRe
 
 from kwire.admin.acls import (CLUSTER_NAME, AclBinding, AclChange, AclOperation, AclPermissionType, PatternType,
                               ResourceType)
-from kwire.broker import Endpoint
+from kwire.server.broker import Endpoint
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
-from kwire.registry import HANDLERS
-from kwire.server import RequestContext
+from kwire.handlers.registry import HANDLERS
+from kwire.server.connection import RequestContext
 from tests.support.inprocess import broker_in_process, run_with
 
 ALICE = "User:alice"

@@ -1,9 +1,9 @@
-"""kwire serve's allocator tuning (kwire.allocator)."""
+"""kwire serve's allocator tuning (kwire.runtime.allocator)."""
 from __future__ import annotations
 
 import platform
 
-from kwire import allocator
+from kwire.runtime import allocator
 
 
 def test_kwire_serve_raises_the_allocator_thresholds_unless_the_environment_set_them(monkeypatch):

@@ -3,7 +3,7 @@
 Requests are encoded with kafka-python's classes exactly as a client sends them
 (size prefix, request header, body) and written into one end of a
 ``trio.testing.memory_stream_pair``; the other end is served by
-``kwire.server.Connection`` with the real handlers and a real log in a temp
+``kwire.server.connection.Connection`` with the real handlers and a real log in a temp
 dir.  Responses are decoded with kafka-python's response classes.  The broker
 runs on ``TrioClock`` under ``MockClock``, so retention and long polls take no
 real time.  No sockets, no subprocess: each test runs in well under a second.
@@ -23,13 +23,13 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kwire.admin.broker_config import load_broker_config
-from kwire.broker import Broker, Endpoint
-from kwire.clock import TrioClock
+from kwire.server.broker import Broker, Endpoint
+from kwire.runtime.clock import TrioClock
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
 from kwire.handlers.fetch import FileRecords
 from kwire.log.slices import FileSlice
-from kwire.server import close_deferred, handle_connection
+from kwire.server.connection import close_deferred, handle_connection
 from tests.log.logkit import build_batch, decode
 
 SIZE = struct.Struct(">i")

@@ -14,9 +14,9 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from kwire.admin.broker_config import broker_config_from_properties
-from kwire.broker import Broker
-from kwire.budget import ByteBudget
-from kwire.server import serve
+from kwire.server.broker import Broker
+from kwire.transport.budget import ByteBudget
+from kwire.server.connection import serve
 
 
 def run_with_broker(tmp_path, scenario, **props):

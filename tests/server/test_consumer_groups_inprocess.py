@@ -7,7 +7,7 @@ import trio
 from kwire.groups import OffsetCommit
 from kwire.groups.results import ConsumerHeartbeat
 from kwire.handlers.api_versions import api_keys
-from kwire.metrics_collector import consumer_group_families
+from kwire.metrics.collector import consumer_group_families
 from tests.support.inprocess import broker_in_process, run_with
 
 

@@ -1,4 +1,4 @@
-"""kwire.fetch_sessions without I/O: contexts, epochs, response filtering and eviction, as in
+"""kwire.services.fetch_sessions without I/O: contexts, epochs, response filtering and eviction, as in
 Kafka's FetchSessionTest (time and ids are passed in, so every rule is checked directly)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 import uuid
 
 from kwire.codecs.errors import ErrorCode as E
-from kwire.fetch_sessions import (
+from kwire.services.fetch_sessions import (
     EPOCH_MAX, FINAL_EPOCH, CachedPartition, FetchSessionCache, Full, Incremental, SessionError, Sessionless,
     next_epoch,
 )

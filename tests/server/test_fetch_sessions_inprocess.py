@@ -1,5 +1,5 @@
 """Fetch sessions, topic ids, DescribeTopicPartitions and advertised versions through a real
-``Connection`` (kwire.server) over memory streams, requests built with kafka-python's
+``Connection`` (kwire.server.connection) over memory streams, requests built with kafka-python's
 generated classes (see test_connection_inprocess)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which parked fetches a change wakes (kwire.broker.Broker.wait_appended).
+"""Which parked fetches a change wakes (kwire.server.broker.Broker.wait_appended).
 
 In a cluster a consumer reads up to the high watermark and a follower up to the
 log end: an append wakes the followers, the high watermark moving wakes the

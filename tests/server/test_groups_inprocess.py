@@ -16,12 +16,12 @@ import trio.testing
 from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
 
 from kwire.admin.broker_config import load_broker_config
-from kwire.broker import Broker
-from kwire.clock import TrioClock
+from kwire.server.broker import Broker
+from kwire.runtime.clock import TrioClock
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
-from kwire.registry import HANDLERS
-from kwire.server import RequestContext
+from kwire.handlers.registry import HANDLERS
+from kwire.server.connection import RequestContext
 
 JOIN, HEARTBEAT, SYNC, DESCRIBE = 11, 12, 14, 15
 SESSION_MS = 10_000

@@ -1,6 +1,6 @@
-"""The Prometheus side in-process: counters (kwire.metrics), the exposition of a broker's state
-(kwire.metrics_collector) read back with prometheus_client's own parser, and the /metrics
-endpoint's HTTP handling (kwire.metrics_http), sans-I/O.  A broker on the mock clock, served
+"""The Prometheus side in-process: counters (kwire.metrics.counters), the exposition of a broker's state
+(kwire.metrics.collector) read back with prometheus_client's own parser, and the /metrics
+endpoint's HTTP handling (kwire.metrics.http), sans-I/O.  A broker on the mock clock, served
 through memory streams as in test_connection_inprocess."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kwire.admin.broker_config import ConfigError, broker_config_from_text
 from kwire.codecs.errors import ErrorCode as E
-from kwire.metrics import TIME_BUCKETS_MS, BrokerMetrics
-from kwire.metrics_collector import registry_for
-from kwire.metrics_http import (
+from kwire.metrics.counters import TIME_BUCKETS_MS, BrokerMetrics
+from kwire.metrics.collector import registry_for
+from kwire.metrics.http import (
     MAX_CONNECTIONS, MAX_HEAD_BYTES, REQUEST_TIMEOUT_S, HeadReader, HttpError, MetricsEndpoint, parse_request_line,
     respond,
 )
@@ -120,7 +120,7 @@ def test_failed_produce_counts_as_kafka_counts_it():
     metrics.produce_failed("t", E.INVALID_RECORD)         # the validator refused a record: failed
     metrics.produce_failed("t", E.OUT_OF_ORDER_SEQUENCE_NUMBER)
     metrics.produced("t", 5, 500)
-    from kwire.metrics import FAILED_PRODUCE, MESSAGES_IN, TOTAL_PRODUCE
+    from kwire.metrics.counters import FAILED_PRODUCE, MESSAGES_IN, TOTAL_PRODUCE
     assert metrics.topics["t"][FAILED_PRODUCE] == 2
     assert metrics.topics["t"][TOTAL_PRODUCE] == 5
     assert metrics.topics["t"][MESSAGES_IN] == 5

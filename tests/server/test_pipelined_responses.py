@@ -1,5 +1,5 @@
-"""A Deferred answer (kwire.registry) lets a connection handle the requests behind it while
-it waits, and every response still goes out in request order (kwire.server).
+"""A Deferred answer (kwire.handlers.registry) lets a connection handle the requests behind it while
+it waits, and every response still goes out in request order (kwire.server.connection).
 
 In a cluster, an acks=all Produce answers Deferred while the followers copy its
 batches.  Here, on a single node through a real ``Connection`` and the real
@@ -13,9 +13,9 @@ import trio
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest
 
-from kwire import registry
-from kwire.registry import Deferred, Handler
-from kwire.server import MAX_PIPELINED
+from kwire.handlers import registry
+from kwire.handlers.registry import Deferred, Handler
+from kwire.server.connection import MAX_PIPELINED
 from tests.log.logkit import build_batch
 from tests.server.test_connection_inprocess import connected, create_topic, run
 

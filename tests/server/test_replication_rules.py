@@ -1,4 +1,4 @@
-"""The leader's replication rules (kwire.replication) on a real partition log, in virtual time.
+"""The leader's replication rules (kwire.cluster.replication) on a real partition log, in virtual time.
 
 Each test is one of issue 28's findings, reproduced without processes: a leader
 ``ReplicaManager`` over a ``PartitionLog`` in a temporary directory, followers
@@ -28,8 +28,8 @@ import trio.testing
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.log.config import LogConfig
 from kwire.log.partition import PartitionLog
-from kwire.fetcher import ReplicaFetcher
-from kwire.replication import IsrWriteUnknown, ReplicaManager
+from kwire.cluster.fetcher import ReplicaFetcher
+from kwire.cluster.replication import IsrWriteUnknown, ReplicaManager
 from tests.log.logkit import build_batch, decode
 
 TP = ("t", 0)

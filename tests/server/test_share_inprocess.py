@@ -35,7 +35,7 @@ async def setup(client, broker, group="g", topic="t"):
     topic_id = broker.logs.get(topic).topic_id
     assert [(tp.topic_id, list(tp.partitions)) for tp in r.assignment.topic_partitions] == [(topic_id, [0])]
     # no worker-thread file work under the mock clock: the state topic is made here, the group
-    # config (kwire.share_group_configs, tested through a client elsewhere) set directly
+    # config (kwire.services.group_configs, tested through a client elsewhere) set directly
     broker.logs.create_topic("__share_group_state", 1, {"cleanup.policy": "compact"}, now_ms=0, internal=True)
     broker.shares.coordinator.set_offset_reset(group, "earliest")
     return topic_id

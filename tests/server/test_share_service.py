@@ -1,10 +1,10 @@
-"""kwire.share_service helpers: reading batch bounds from log bytes, when share groups are served."""
+"""kwire.services.shares helpers: reading batch bounds from log bytes, when share groups are served."""
 from __future__ import annotations
 
 import struct
 
 from kwire.admin.broker_config import load_broker_config
-from kwire.share_service import batch_bounds, enabled
+from kwire.services.shares import batch_bounds, enabled
 from tests.log.logkit import build_batch
 
 
@@ -37,7 +37,7 @@ def _batch(base: int, values, *, producer_id=-1, transactional=False, control=Fa
 
 
 def test_aborted_batches_are_a_producers_transactional_batches_up_to_its_marker():
-    from kwire.share_service import aborted_batches
+    from kwire.services.shares import aborted_batches
     parts = [_batch(0, [b"a", b"b"], producer_id=7, transactional=True),       # aborted
              _batch(2, [b"c"], producer_id=8, transactional=True),             # committed elsewhere
              _batch(3, [b"m"], producer_id=7, transactional=True, control=True),
@@ -54,7 +54,7 @@ def test_group_configs_are_validated_persisted_and_reloaded(tmp_path):
     import trio
 
     from kwire.codecs.errors import KafkaApiError
-    from kwire.share_group_configs import GroupConfigs
+    from kwire.services.group_configs import GroupConfigs
     broker_config = load_broker_config(None, {"log.dirs": str(tmp_path)})
     seen = []
     configs = GroupConfigs(str(tmp_path), lambda *change: seen.append(change), broker_config)

@@ -1,4 +1,4 @@
-"""kwire.share_state without a cluster: the state partition of a key, ShareUpdate merging,
+"""kwire.services.share_state without a cluster: the state partition of a key, ShareUpdate merging,
 and the persister RPCs' codec (specs 83-86)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import zlib
 
 from kwire.codecs.messages import API_CLASSES
 from kwire.groups.share_records import SNAPSHOT_KEY, ShareState, StateBatch, encode_key
-from kwire.peer import _namespaces
-from kwire.share_state import _merge, state_partition
+from kwire.transport.peer import _namespaces
+from kwire.services.share_state import _merge, state_partition
 
 TID = uuid.uuid4()
 

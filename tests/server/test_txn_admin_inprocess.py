@@ -14,8 +14,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
-from kwire.registry import HANDLERS
-from kwire.server import RequestContext
+from kwire.handlers.registry import HANDLERS
+from kwire.server.connection import RequestContext
 from tests.support.inprocess import broker_in_process, run_with
 
 PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 0, 22, 24, 26

@@ -74,7 +74,7 @@ def test_min_partitions_splits_ranges_without_gaps():
 
 def test_spark_package_uses_no_kwire_internals():
     spark_dir = os.path.join(os.path.dirname(__file__), "..", "..", "spark")
-    forbidden = ("kwire.codecs", "kwire.log", "kwire.groups", "kwire.admin", "kwire.server",
+    forbidden = ("kwire.codecs", "kwire.log", "kwire.groups", "kwire.admin", "kwire.server.connection",
                  "kwire.cli", "kwire.compat_tests")
     for name in sorted(os.listdir(spark_dir)):
         if not name.endswith(".py"):

@@ -5,7 +5,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kwire.spark.source import NAME
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 from tests.support.certs import CertificateAuthority
 
 pytestmark = pytest.mark.clients

@@ -13,7 +13,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, \
     ResourceType
 
-from kwire.testing_process import BrokerProcess, free_port
+from kwire.testing.process import BrokerProcess, free_port
 
 USERS = ("admin", "alice", "bob")
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "

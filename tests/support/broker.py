@@ -5,6 +5,6 @@ The launcher is the public ``kwire.testing.BrokerProcess``; re-exported here for
 from __future__ import annotations
 
 from kwire.testing import BrokerProcess, BrokerStartError
-from kwire.testing_process import free_port, wait_port
+from kwire.testing.process import free_port, wait_port
 
 __all__ = ["BrokerProcess", "BrokerStartError", "free_port", "wait_port"]

@@ -8,7 +8,7 @@ from typing import Awaitable, Callable, Mapping
 import trio
 
 from kwire.admin.broker_config import load_broker_config
-from kwire.broker import Broker
+from kwire.server.broker import Broker
 
 
 @contextlib.asynccontextmanager

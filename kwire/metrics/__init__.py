@@ -1,0 +1,1 @@
+"""What the broker counts and how Prometheus reads it."""

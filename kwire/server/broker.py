@@ -1,0 +1,193 @@
+"""Broker state shared by every connection: config, logs, and wake-ups."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import trio
+
+from kwire.admin.broker_config import BrokerConfig
+from kwire.admin.topic_config import effective_log_config
+from kwire.codecs.errors import KafkaApiError
+from kwire.log.manager import LogManager
+
+from kwire.security.acl_store import AclService
+from kwire.runtime.blocking import run_blocking
+from kwire.services.cleaner import CleanerService
+from kwire.runtime.clock import Clock, WallClock
+from kwire.services.fetch_sessions import FetchSessionCache
+from kwire.metrics.counters import BrokerMetrics
+from kwire.server.request_log import RequestLog
+from kwire.security.scram_store import ScramService
+from kwire.services.groups import GroupService
+from kwire.services.shares import ShareService
+from kwire.services.transactions import TransactionService
+
+logger = logging.getLogger("kwire")
+
+
+@dataclasses.dataclass
+class Endpoint:
+    host: str
+    port: int
+
+
+class Broker:
+    """One kwire node.  All mutation happens on the Trio thread."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None):
+        """``clock`` gives ``now_ms()`` (default the wall clock; tests pass ``kwire.runtime.clock.TrioClock``)."""
+        self.config = config
+        self.clock = clock or WallClock()
+        self.node_id = config.node_id
+        self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
+                               node_id=config.node_id, cluster_id=config.cluster_id)
+        self.advertised: Endpoint | None = None          # the first listener's
+        self.endpoints: dict[str, Endpoint] = {}          # advertised, by listener name
+        # parked fetches: consumers' read up to the high watermark, followers' to the log end
+        self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
+        self._replica_waiters: dict[tuple[str, int], set[trio.Event]] = {}
+        self.connections = 0
+        # prometheus.listener: the request path's counters (kwire.metrics.counters); None, they cost nothing
+        self.metrics = BrokerMetrics() if config.value_of("prometheus.listener") else None
+        self.metrics_endpoint: tuple[str, int] | None = None      # (host, port) serving /metrics
+        self.request_log = RequestLog() if config.value_of("log.request.debug") else None
+        self.fetch_sessions = FetchSessionCache(config.value_of("max.incremental.fetch.session.cache.slots"))
+        self.groups = GroupService(config, self.logs, self.clock)
+        self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
+        self.cleaner = CleanerService(config, self.logs, self.clock)
+        self.shares = ShareService(config, self.logs, self.clock)       # share groups (KIP-932)
+        self.shares.attach_groups(self.groups)           # their records go to __consumer_offsets
+        self.acls = AclService(config, config.log_dirs[0])
+        self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
+        self.cluster = None          # a ClusterNode when zookeeper.connect is set
+        if config.value_of("zookeeper.connect"):
+            from kwire.cluster.acl_store import ZkAclService
+            from kwire.cluster.node import ClusterNode   # kazoo is imported only in cluster mode
+            from kwire.cluster.scram_store import ZkScramService
+            self.cluster = ClusterNode(self)
+            self.shares.attach_cluster(self)     # share-partition state through the share coordinators
+            self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
+            # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
+            self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
+                                        log_dir=config.log_dirs[0])
+
+    @property
+    def cluster_id(self) -> str:
+        return self.logs.cluster_id
+
+    def open(self) -> None:
+        self.logs.open(self.clock.now_ms())
+        self.acls.load()
+        self.scram.load()
+        if self.cluster is None:
+            self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
+            self.transactions.load()
+            self.shares.replay()
+
+    def endpoint_for(self, listener: str) -> Endpoint:
+        """The advertised endpoint of ``listener`` (the first listener's if it has none)."""
+        return self.endpoints.get(listener) or self.advertised
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+        self.logs.close()
+
+    def groups_follow_leadership(self, cluster) -> None:
+        """Cluster mode: the group coordinator serves the groups whose __consumer_offsets
+        partition this broker leads, the transaction coordinator the ids whose
+        __transaction_state partition it leads."""
+        from kwire.services.groups import OFFSETS_TOPIC
+        from kwire.services.transactions import TRANSACTION_STATE_TOPIC
+        self.groups.cluster = cluster
+        self.groups.follow_leadership({p for (t, p) in cluster.replicas.leaders if t == OFFSETS_TOPIC})
+        # the transaction coordinator likewise follows __transaction_state (after the groups:
+        # markers it writes again may complete transactional offsets)
+        self.transactions.cluster = cluster
+        self.transactions.follow_leadership({p: state.leader_epoch for (t, p), state in cluster.replicas.leaders.items()
+                                             if t == TRANSACTION_STATE_TOPIC})
+        # share groups: after the groups (it drops the share groups of offsets partitions lost)
+        self.shares.follow_leadership(cluster)
+
+    # -- wake-ups for long-polling fetches ------------------------------------
+    def notify_appended(self, partitions) -> None:
+        """Wake every fetch parked on any of ``partitions`` ((topic, partition) pairs)."""
+        self.notify_committed(partitions)
+        self.notify_log_end(partitions)
+
+    def notify_committed(self, partitions) -> None:
+        """The high watermark or last stable offset moved: wake the consumers' fetches.  A
+        follower reads to the log end and learns the high watermark with its next fetch, as
+        in Kafka, so waking it here would only build an empty response and park it again."""
+        _wake(self._fetch_waiters, partitions)
+
+    def notify_log_end(self, partitions) -> None:
+        """The log end moved but not (yet) the high watermark (a replicated append): wake the
+        followers' fetches."""
+        _wake(self._replica_waiters, partitions)
+
+    async def wait_appended(self, partitions, deadline: float, replica: bool = False) -> None:
+        """Return when ``partitions`` move (their high watermark; their log end for a
+        ``replica``) or at ``deadline`` (trio clock)."""
+        registry = self._replica_waiters if replica else self._fetch_waiters
+        event = trio.Event()
+        for tp in partitions:
+            registry.setdefault(tp, set()).add(event)
+        try:
+            with trio.move_on_at(deadline):
+                await event.wait()
+        finally:
+            for tp in partitions:
+                waiters = registry.get(tp)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del registry[tp]
+
+    # -- background work --------------------------------------------------------
+    async def run_housekeeping(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Retention every log.retention.check.interval.ms; time-based flushes every second;
+        one scrub of every closed segment after start (kwire.log.health)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.scrub_closed_segments)
+            task_status.started()
+            await self._housekeeping_loop()
+
+    async def scrub_closed_segments(self) -> None:
+        """Check every stored batch of closed segments once; damage takes only its partition
+        offline.  Abandoned at shutdown (the scrub reads with descriptors of its own)."""
+        for _topic, plog in list(self.logs.all_partitions()):
+            await run_blocking(plog.scrub, abandon_on_cancel=True)
+
+    async def _housekeeping_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        next_retention = trio.current_time() + interval
+        while True:
+            await trio.sleep(min(1.0, interval))
+            now = self.clock.now_ms()
+            for _topic, plog in list(self.logs.all_partitions()):
+                if plog.flush_due(now):
+                    try:
+                        await run_blocking(plog.flush, now)
+                    except KafkaApiError:
+                        pass   # logged, and the partition taken offline, by the log
+            if trio.current_time() >= next_retention:
+                next_retention = trio.current_time() + interval
+                self.apply_retention()
+
+    def apply_retention(self) -> int:
+        deleted = 0
+        now = self.clock.now_ms()
+        for topic, plog in list(self.logs.all_partitions()):
+            if "delete" in plog.config.cleanup_policy:
+                deleted += plog.apply_retention(now)
+        if deleted:
+            logger.info("retention deleted %d segment(s)", deleted)
+        return deleted
+
+
+def _wake(registry: dict, partitions) -> None:
+    for tp in partitions:
+        for event in registry.pop(tp, ()):
+            event.set()

@@ -1,0 +1,540 @@
+"""Runs the sans-I/O share-group coordinator (kwire.groups.share_coordinator) inside the Trio server.
+
+Handlers make one call per API (``heartbeat``, ``fetch``, ``acknowledge``, ``describe``,
+``delete_groups``).  The records of each outcome are appended to ``__share_group_state``
+(and flushed when its flush policy says so) before the caller answers, so an
+acknowledgement the client saw answered survives a kill -9; the topic is replayed at
+start-up.  Acquisitions are not written (as in Kafka): after a crash, records that were
+acquired and not acknowledged are delivered again.  The group's own records (its epoch,
+members and assignments: ``ShareOutcome.group_records``) go to the group's
+``__consumer_offsets`` partition through the GroupService, as its own records do, before
+the answer; the GroupService replays them into the share coordinator with the rest of
+that partition (``attach_groups``).
+
+A timer task ticks the coordinator every ``TICK_S``: members past their session timeout
+leave (their records are released) and acquisition locks past their deadline end.  Records
+becoming available again, or new records appended, wake parked ShareFetch requests.
+
+Share sessions (KIP-932): one per (group, member), keyed by its epoch: 0 opens (replacing
+an older one), -1 closes (releasing the member's acquired records), any other must be the
+next one expected (INVALID_SHARE_SESSION_EPOCH) of an existing session
+(SHARE_SESSION_NOT_FOUND).
+
+Cluster mode (``zookeeper.connect``, ``attach_cluster``): membership is served by the group
+coordinator (the leader of the group's ``__consumer_offsets`` partition, NOT_COORDINATOR
+elsewhere); ShareFetch/ShareAcknowledge of a partition by its leader (NOT_LEADER_OR_FOLLOWER
+elsewhere), the share-partition leader.  It loads a share-partition's state from its share
+coordinator on first use and writes every change there before answering
+(``kwire.services.share_state``: the leader of the key's ``__share_group_state`` partition, reached by
+the persister RPCs); it drops its share-partitions when it stops leading their partition, so
+a new leader starts from the persisted state: records acquired and not acknowledged are
+available again, acknowledged ones stay acknowledged.  Share sessions are per broker (as in
+Kafka); a share-partition leader that is not the group coordinator does not check membership
+when a session opens, and the records of a member gone silent come back when its acquisition
+locks expire.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import uuid
+import zlib
+from dataclasses import dataclass, field
+
+import trio
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.coordinator import partition_for
+from kwire.groups.results import Outcome
+from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCoordinator, Topic
+from kwire.groups.share_partition import PartitionLimits
+from kwire.groups.share_records import decode_key, decode_value
+
+from kwire.runtime.blocking import create_topic, run_blocking, run_detached
+from kwire.runtime.clock import Clock
+from kwire.services.groups import OFFSETS_TOPIC, records_to_end
+from kwire.services.group_configs import GroupConfigs
+from kwire.services.share_state import Persister, ShareStateStore
+
+logger = logging.getLogger("kwire.share")
+
+SHARE_STATE_TOPIC = "__share_group_state"
+TICK_S = 0.1
+FINAL_EPOCH = -1
+# Record batch v2 header: base_offset int64 @0, batch_length int32 @8, attributes int16 @21,
+# last_offset_delta int32 @23, producer_id int64 @43.  Control batches (attribute bit 5) are
+# transaction markers; bit 4 marks a transactional batch.
+BATCH_HEAD = struct.Struct(">qi")
+ATTRIBUTES = struct.Struct(">h")
+LAST_DELTA = struct.Struct(">i")
+CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+PRODUCER_ID = struct.Struct(">q")             # @43
+
+
+def enabled(config) -> bool:
+    """Whether this broker serves share groups (KIP-932)."""
+    return (bool(config.value_of("group.share.enable"))
+            and "share" in config.value_of("group.coordinator.rebalance.protocols"))
+
+
+def batch_bounds(data: bytes) -> list[tuple[int, int, bool, int]]:
+    """(base_offset, last_offset, is_control, end position) of each whole batch in ``data``."""
+    out, pos = [], 0
+    view = memoryview(data)
+    while pos + 27 <= len(view):
+        base, length = BATCH_HEAD.unpack_from(view, pos)
+        end = pos + 12 + length
+        if end > len(view):
+            break
+        control = bool(ATTRIBUTES.unpack_from(view, pos + 21)[0] & CONTROL_BIT)
+        out.append((base, base + LAST_DELTA.unpack_from(view, pos + 23)[0], control, end))
+        pos = end
+    return out
+
+
+def aborted_batches(data: bytes, bounds, aborted: list[tuple[int, int]]) -> set[int]:
+    """Base offsets of the batches in ``data`` that belong to an aborted transaction
+    (``aborted``: (producer_id, first_offset), as Fetch lists them), found as a read_committed
+    client does: a producer's transactional batches from its first offset until its marker."""
+    if not aborted:
+        return set()
+    pending = sorted(aborted, key=lambda a: a[1])
+    open_aborted: set[int] = set()
+    out = set()
+    pos = 0
+    for base, _last, control, end in bounds:
+        while pending and pending[0][1] <= base:
+            open_aborted.add(pending.pop(0)[0])
+        attributes = ATTRIBUTES.unpack_from(data, pos + 21)[0]
+        producer_id = PRODUCER_ID.unpack_from(data, pos + 43)[0]
+        if producer_id in open_aborted and attributes & TRANSACTIONAL_BIT:
+            if control:
+                open_aborted.discard(producer_id)      # its ABORT marker ends the aborted range
+            else:
+                out.add(base)
+        pos = end
+    return out
+
+
+@dataclass
+class ShareSession:
+    epoch: int                                   # the next epoch expected
+    partitions: set = field(default_factory=set)  # (topic_id, partition)
+    rotation: int = 0                            # where the next fetch starts among them
+
+
+class ShareService:
+    """The share-group coordinator of one single-node broker."""
+
+    def __init__(self, config, logs, clock: Clock, notify_changed=None):
+        self.config = config
+        self.logs = logs
+        self.clock = clock
+        v = config.value_of
+        self.lock_duration_ms = v("group.share.record.lock.duration.ms")
+        self.coordinator = ShareCoordinator(ShareConfig(
+            session_timeout_ms=v("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=v("group.share.heartbeat.interval.ms"),
+            max_size=v("group.share.max.size"), max_groups=v("group.share.max.groups"),
+            limits=PartitionLimits(self.lock_duration_ms, v("group.share.delivery.count.limit"),
+                                   v("group.share.partition.max.record.locks"))))
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.read_committed: set[str] = set()         # groups with share.isolation.level=read_committed
+        self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed, config)
+        self._changed = trio.Event()           # records became available again
+        self._lock = trio.Lock()                # one outcome's append at a time, in order
+        # cluster mode (attach_cluster): the share coordinator of this broker and the persister
+        self.cluster = None
+        self.store: ShareStateStore | None = None
+        self.persister: Persister | None = None
+        self.epochs: dict[tuple, int] = {}      # loaded share-partition -> its leader epoch then
+        self._load_lock = trio.Lock()
+        self.groups = None      # the GroupService: the groups' records go to its __consumer_offsets
+
+    def attach_groups(self, groups) -> None:
+        """Share groups' records are written to ``__consumer_offsets`` by ``groups`` (a
+        GroupService, with its acks and flushes) and replayed from it with its other records."""
+        self.groups = groups
+        groups.share_replay = self.coordinator.replay_group_record
+
+    # -- cluster mode ----------------------------------------------------------------------
+    def attach_cluster(self, broker) -> None:
+        self.cluster = broker.cluster
+        self.store = ShareStateStore(broker)
+        self.persister = Persister(broker, self.store)
+        zk = broker.cluster.zk
+
+        async def publish(group_id: str, configs: dict[str, str]) -> None:
+            await run_detached(zk.set_group_config, group_id, configs)
+        self.group_configs.publish = publish          # group configs are cluster-wide (ZooKeeper)
+
+    def follow_leadership(self, cluster) -> None:
+        """Drop the share-partitions of the partitions this broker no longer leads (a new
+        leader loads their persisted state), the share groups of the __consumer_offsets
+        partitions it no longer leads (the new coordinator replays them), and follow
+        the leadership of the __share_group_state partitions as their share coordinator."""
+        led = set(cluster.replicas.leaders)
+        for key in [k for k in self.coordinator.partitions if self._data_tp(k) not in led]:
+            self.coordinator.unload_partition(key)
+            self.epochs.pop(key, None)
+        owned = cluster.broker.groups.owned or set()
+        topic = self.logs.get(OFFSETS_TOPIC)
+        if topic is not None:
+            n = len(topic.partitions)
+            for group_id in [g for g in self.coordinator.groups if partition_for(g, n) not in owned]:
+                self.coordinator.unload_group(group_id)
+        if cluster.snapshot is not None:
+            self.group_configs.apply_all(cluster.snapshot.group_configs)
+        state_topic = self.logs.get(SHARE_STATE_TOPIC)
+        if state_topic is not None:
+            state_topic.internal = True
+        self.store.follow_leadership({p for (t, p) in led if t == SHARE_STATE_TOPIC})
+
+    def _data_tp(self, key) -> tuple[str, int] | None:
+        topic = self.logs.topics_by_id.get(key[1])
+        return None if topic is None else (topic.name, key[2])
+
+    def member_known(self, group_id: str, member_id: str) -> bool:
+        """Whether ShareFetch may serve the member: any member in cluster mode (the group
+        coordinator may be another broker), a member of the group on a single node."""
+        return self.cluster is not None or self.coordinator.is_member(group_id, member_id)
+
+    async def _load(self, topic, topic_id: uuid.UUID, partition: int, plog, group_id: str) -> None:
+        """Cluster mode: raise NOT_LEADER_OR_FOLLOWER unless this broker leads the partition;
+        load its share-partition's state from the share coordinator on first use."""
+        if self.cluster is None:
+            return
+        leader = self.cluster.replicas.check_leader((topic.name, partition), plog, None)
+        key = (group_id, topic_id, partition)
+        if key in self.coordinator.partitions:
+            return
+        async with self._load_lock:
+            if key in self.coordinator.partitions:
+                return
+            state = await self.persister.read(key, leader.leader_epoch)
+            if state is None:              # it starts from share.auto.offset.reset
+                await self._refresh_group_configs(group_id)
+            if self.cluster.replicas.leader((topic.name, partition)) is not leader:
+                raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
+            self.epochs[key] = leader.leader_epoch
+            if state is not None:
+                self.coordinator.load_partition(key, state)
+                logger.info("share-partition %s %s-%d loaded (start offset %d, %d batch(es), leader epoch %d)",
+                            group_id, topic.name, partition, state.start_offset, len(state.batches),
+                            leader.leader_epoch)
+
+    async def _refresh_group_configs(self, group_id: str) -> None:
+        """Before a share-partition starts from share.auto.offset.reset: the group's configs as
+        ZooKeeper holds them, not as this broker's watch last delivered them, so a config
+        another broker acknowledged a moment ago applies (``kafka-configs`` then a consumer)."""
+        configs, why = None, "no answer within 2 s"
+        with trio.move_on_after(2):
+            try:
+                configs = await run_detached(self.cluster.zk.get_group_config, group_id)
+            except Exception as exc:          # ZooKeeper away: the configs the watch delivered
+                why = repr(exc)
+        if configs is None:
+            logger.warning("group %s: configs not read from ZooKeeper (%s); using the last known", group_id, why)
+            return
+        self.group_configs.apply_group(group_id, configs)
+
+    async def _persist(self, records: list) -> dict:
+        """Cluster mode: write each snapshot (tombstone: delete) to its share coordinator;
+        returns {(group, topic_id, partition): ErrorCode} of those not written."""
+        failed = {}
+        for key, value in records:
+            k = decode_key(key)
+            pkey = (k.group_id, k.topic_id, k.partition)
+            state = None
+            if value is not None:
+                epoch = self.epochs.get(pkey)
+                if epoch is None:              # not (or no longer) its leader: nothing to write
+                    failed[pkey] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                state = decode_value(k.kind, value)
+                state = type(state)(state.snapshot_epoch, state.state_epoch, epoch, state.start_offset,
+                                    state.batches)
+            try:
+                await self.persister.write(pkey, state)
+            except KafkaApiError as exc:
+                logger.warning("share state of %s not written: %s %s", pkey, exc.code.name, exc.message)
+                failed[pkey] = exc.code
+                if exc.code == ErrorCode.FENCED_LEADER_EPOCH:     # a newer leader has it: drop ours
+                    self.coordinator.unload_partition(pkey)
+                    self.epochs.pop(pkey, None)
+        return failed
+
+    # -- the internal topic --------------------------------------------------------------
+    async def state_topic(self):
+        topic = self.logs.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            v = self.config.value_of
+            topic = await create_topic(
+                self.logs, SHARE_STATE_TOPIC, v("share.coordinator.state.topic.num.partitions"),
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(v("share.coordinator.state.topic.segment.bytes")),
+                 "min.insync.replicas": str(v("share.coordinator.state.topic.min.isr"))},
+                now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+        return topic
+
+    def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
+        if name == "share.auto.offset.reset":
+            self.coordinator.set_offset_reset(group_id, value)
+        elif name == "share.record.lock.duration.ms":
+            self.coordinator.set_lock_duration(group_id, None if value is None else int(value))
+        elif name == "share.isolation.level":
+            (self.read_committed.add if value == "read_committed" else self.read_committed.discard)(group_id)
+
+    def replay(self) -> int:
+        """Load the group configs and replay ``__share_group_state``; returns the record count."""
+        self.group_configs.load()
+        topic = self.logs.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return 0
+        topic.internal = True
+        count = 0
+        for plog in topic.partitions:
+            for batch, record in records_to_end(plog):
+                if not batch.is_control_batch and record.key is not None:
+                    self.coordinator.replay(record.key, record.value)
+                    count += 1
+        if count:
+            logger.info("replayed %d share-state record(s) from %s", count, SHARE_STATE_TOPIC)
+        return count
+
+    async def append(self, records: list) -> None:
+        """Append (key, value) records (value None: tombstone), flushed per the topic's policy."""
+        if not records:
+            return
+        topic = await self.state_topic()
+        by_partition: dict[int, list] = {}
+        for key, value in records:
+            by_partition.setdefault(zlib.crc32(key) % len(topic.partitions), []).append((key, value))
+        ts = self.clock.now_ms()
+        flushes = []
+        for p, items in by_partition.items():
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                                producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                                batch_size=2**31 - 1)
+            for i, (key, value) in enumerate(items):
+                builder.append(i, timestamp=ts, key=key, value=value, headers=[])
+            plog = topic.partitions[p]
+            if plog.append(bytes(builder.build()), now_ms=ts, built_here=True).needs_flush:
+                flushes.append(plog)
+        for plog in flushes:
+            await run_blocking(plog.flush)
+
+    # -- membership -----------------------------------------------------------------------
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed,
+                        client_id: str, client_host: str) -> HeartbeatResult:
+        topics = {}
+        for name in subscribed or ():
+            t = self.logs.get(name)
+            if t is not None:
+                topics[name] = Topic(name, t.topic_id, len(t.partitions))
+        if subscribed is None and member_epoch != 0:      # unchanged: keep the member's topics
+            group = self.coordinator.groups.get(group_id)
+            member = group.members.get(member_id) if group else None
+            for name in member.subscribed if member else ():
+                t = self.logs.get(name)
+                if t is not None:
+                    topics[name] = Topic(name, t.topic_id, len(t.partitions))
+        await self._offsets_topic(group_id)      # first: the call and its records' append are one step
+        # a member leaving with its share session open: the session's close settles its records
+        outcome = self.coordinator.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, topics,
+                                             client_id, client_host, self.clock.now_ms(),
+                                             release=(group_id, member_id) not in self.sessions)
+        await self._apply_group(outcome.group_records)
+        await self._apply(outcome.records)
+        return outcome.result
+
+    # -- sessions -------------------------------------------------------------------------
+    def check_session(self, group_id: str, member_id: str, epoch: int, topics, forgotten) -> ShareSession | None:
+        """The share session of this request, updated with its ``topics`` and ``forgotten``
+        ((topic_id, [partitions]) each); None for a closing one (epoch -1).  Raises
+        KafkaApiError(UNKNOWN_MEMBER_ID | SHARE_SESSION_NOT_FOUND | INVALID_SHARE_SESSION_EPOCH)."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            if not self.member_known(group_id, member_id):
+                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group_id}")
+            session = self.sessions[key] = ShareSession(1)
+        else:
+            session = self.sessions.get(key)
+            if session is None and epoch == FINAL_EPOCH:
+                return None          # closed already (librdkafka may close after leaving): nothing to do
+            if session is None:
+                raise KafkaApiError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session for this member")
+            if epoch == FINAL_EPOCH:
+                del self.sessions[key]
+                return None
+            if epoch != session.epoch:
+                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                    f"expected share session epoch {session.epoch}, got {epoch}")
+            session.epoch = 1 if session.epoch >= 0x7FFFFFFF else session.epoch + 1
+        for topic_id, partitions in topics:
+            session.partitions.update((topic_id, p) for p in partitions)
+        for topic_id, partitions in forgotten:
+            session.partitions.difference_update((topic_id, p) for p in partitions)
+        return session
+
+    # -- acknowledgements -------------------------------------------------------------------
+    async def acknowledge(self, group_id: str, member_id: str,
+                          acks: dict[tuple[uuid.UUID, int], list]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+        """Apply each partition's acknowledgement batches, persist, then return their errors."""
+        errors, records = {}, []
+        for (topic_id, partition), batches in acks.items():
+            topic = self.logs.topics_by_id.get(topic_id)
+            if topic is None:
+                errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if self.cluster is not None:
+                if not 0 <= partition < len(topic.partitions):
+                    errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                try:
+                    await self._load(topic, topic_id, partition, topic.partitions[partition], group_id)
+                except KafkaApiError as exc:
+                    errors[(topic_id, partition)] = exc.code
+                    continue
+            outcome = self.coordinator.acknowledge(group_id, member_id, topic_id, partition, batches)
+            errors[(topic_id, partition)] = outcome.result
+            records += outcome.records
+        failed = await self._apply(records)
+        for (_group, topic_id, partition), code in failed.items():
+            if errors.get((topic_id, partition)) == ErrorCode.NONE:
+                errors[(topic_id, partition)] = code
+        return errors
+
+    async def release_member(self, group_id: str, member_id: str) -> None:
+        """A share session closed: the member's acquired records are available again."""
+        await self._apply(self.coordinator.release_member(group_id, member_id).records)
+
+    # -- fetching -----------------------------------------------------------------------------
+    async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                      max_bytes: int, max_records: int) -> tuple[bytes, list]:
+        """The record bytes (whole batches) and the ranges acquired for the member; raises
+        KafkaApiError for the partition."""
+        topic = self.logs.topics_by_id.get(topic_id)
+        if topic is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID)
+        if not 0 <= partition < len(topic.partitions):
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        plog = topic.partitions[partition]
+        try:
+            await self._load(topic, topic_id, partition, plog, group_id)
+        except KafkaApiError as exc:
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise
+            logger.info("share-partition %s %s-%d not loaded: %s %s", group_id, topic.name, partition,
+                        exc.code.name, exc.message)
+            return b"", []                 # its share coordinator is away: nothing this time
+        outcome = self.coordinator.share_partition(group_id, topic_id, partition, plog.log_start_offset,
+                                                   plog.high_watermark)
+        if outcome.records and await self._apply(outcome.records) and self.cluster is not None:
+            # its initial state is not persisted: not served until it is (the next fetch retries)
+            self.coordinator.unload_partition((group_id, topic_id, partition))
+            return b"", []
+        sp = outcome.result
+        committed = group_id in self.read_committed
+        upper = plog.last_stable_offset if committed else plog.high_watermark
+        offset = sp.fetch_offset(upper)
+        if offset is None or offset >= upper:
+            return b"", []
+        data = plog.read_slices(offset, max_bytes, min_one_batch=True, max_offset=upper).to_bytes()
+        bounds = batch_bounds(data)
+        skip = aborted_batches(data, bounds, plog.aborted_transactions(offset, upper)) if committed else set()
+        # a control batch, or (read_committed) an aborted transaction's batch: archived, never delivered
+        ranges = self.coordinator.acquire(group_id, member_id, topic_id, partition,
+                                          [(b, l, c or b in skip) for b, l, c, _ in bounds], max_records,
+                                          self.clock.now_ms())
+        logger.debug("share fetch %s %s-%d from %d (hw %d): batches %s acquired %s", group_id, topic.name, partition,
+                     offset, plog.high_watermark, [(b, l, c) for b, l, c, _ in bounds], ranges)
+        if not ranges:
+            return b"", []
+        last_acquired = ranges[-1][1]
+        end = next(e for b, l, c, e in bounds if l >= last_acquired)
+        return data[:end], ranges
+
+    async def wait_available(self, broker, partitions, deadline: float) -> None:
+        """Until new records reach ``partitions`` ((topic, partition) names), records become
+        available again, or ``deadline`` (trio clock)."""
+        changed = self._changed
+        async with trio.open_nursery() as nursery:
+            async def appended():
+                await broker.wait_appended(partitions, deadline)
+                nursery.cancel_scope.cancel()
+
+            async def released():
+                with trio.move_on_at(deadline):
+                    await changed.wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(appended)
+            nursery.start_soon(released)
+
+    # -- admin ---------------------------------------------------------------------------------
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
+        await self._offsets_topic(group_id)
+        outcome = self.coordinator.delete_group(group_id, assigned=self.cluster is not None)
+        await self._apply_group(outcome.group_records)
+        await self._apply(outcome.records)
+        if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
+            await self.group_configs.alter(group_id, [], False, False)
+        return outcome.result
+
+    # -- outcomes and timers -----------------------------------------------------------------
+    async def _offsets_topic(self, group_id: str) -> None:
+        """Before a call that writes the group's records: ``__consumer_offsets`` exists (single
+        node: created on first use) and this broker coordinates the group (else NOT_COORDINATOR)."""
+        if self.groups is not None:
+            await self.groups.offsets_topic()
+            self.groups.check_owner(group_id)
+
+    async def _apply_group(self, records: list) -> None:
+        """Append the groups' records to ``__consumer_offsets`` as the group coordinator
+        appends its own (flushed per policy; in a cluster, acks=all) before the answer."""
+        if records and self.groups is not None:
+            if self.logs.get(OFFSETS_TOPIC) is None:
+                await self.groups.offsets_topic()
+            await self.groups.apply(Outcome(records=records))
+
+    async def _apply(self, records: list) -> dict:
+        """Persist the records (single node: append; cluster: the persister), then wake the
+        parked fetches; returns the share-partitions not persisted (cluster mode) with why."""
+        failed = {}
+        if records:
+            async with self._lock:
+                if self.cluster is None:
+                    await self.append(records)
+                else:
+                    failed = await self._persist(records)
+            self._changed.set()
+            self._changed = trio.Event()
+        return failed
+
+    async def run_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Tick the coordinator every TICK_S: session timeouts and acquisition-lock expiry."""
+        task_status.started()
+        while True:
+            await trio.sleep(TICK_S)
+            outcome = self.coordinator.tick(self.clock.now_ms())
+            for key in outcome.result:          # a member gone silent: its share session goes too
+                self.sessions.pop(key, None)
+            await self._apply_group(outcome.group_records)
+            await self._apply(outcome.records)
+            if self.cluster is not None:
+                async with self._lock:
+                    self._unload_idle()
+
+    def _unload_idle(self) -> None:
+        """Cluster mode: forget the share-partitions no share session here reads and no lock
+        holds (their state is at the share coordinator; the next use loads it again), so a
+        group deleted and created again, or state changed elsewhere, is read afresh."""
+        in_use = {(group_id, topic_id, p) for (group_id, _), session in self.sessions.items()
+                  for topic_id, p in session.partitions}
+        for key, sp in list(self.coordinator.partitions.items()):
+            if key not in in_use and sp.next_lock_deadline() is None:
+                self.coordinator.unload_partition(key)
+                self.epochs.pop(key, None)
