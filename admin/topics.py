@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.internal_topics import INTERNAL_TOPICS  # noqa: F401  (re-exported for the guards)
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def validate_topic_name(name: str | None) -> None:

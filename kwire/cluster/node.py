@@ -33,7 +33,7 @@ import trio
 from kwire.admin import zk_layout as layout
 from kwire.admin.assignment import assign_replicas
 from kwire.admin.controller import ClusterView, Controller
-from kwire.admin.topics import INTERNAL_TOPICS
+from kwire.groups.internal_topics import INTERNAL_TOPICS, InternalTopic
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.runtime import blocking
@@ -375,55 +375,15 @@ class ClusterNode:
                                           s.states[(name, p)].leader >= 0 for p in assignment)
                             and self.broker.logs.get(name) is not None, wait_s)
 
-    async def ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets on first use, with offsets.topic.replication.factor replicas
-        (as many as there are live brokers when fewer), compacted."""
-        name = "__consumer_offsets"
-        if name in self.snapshot.topics:
-            return
-        config = self.broker.config
-        rf = min(config.offsets_topic_replication_factor, len(self.snapshot.brokers))
-        try:
-            await self.create_topic(name, config.offsets_topic_num_partitions, rf,
-                                    {"cleanup.policy": "compact",
-                                     "segment.bytes": str(config.value_of("offsets.topic.segment.bytes"))},
-                                    wait_s=5.0)
-        except KafkaApiError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-
-    async def ensure_transaction_topic(self) -> None:
-        """Create __transaction_state on first use, with transaction.state.log.replication.factor
-        replicas (as many as there are live brokers when fewer), compacted."""
-        name = "__transaction_state"
-        if name in self.snapshot.topics:
-            return
-        config = self.broker.config
-        rf = min(config.value_of("transaction.state.log.replication.factor"), len(self.snapshot.brokers))
-        try:
-            await self.create_topic(
-                name, config.value_of("transaction.state.log.num.partitions"), rf,
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(config.value_of("transaction.state.log.segment.bytes")),
-                 "min.insync.replicas": str(config.value_of("transaction.state.log.min.isr"))}, wait_s=5.0)
-        except KafkaApiError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-
-    async def ensure_share_state_topic(self) -> None:
-        """Create __share_group_state on first use, with share.coordinator.state.topic.replication.factor
-        replicas (as many as there are live brokers when fewer), compacted."""
-        name = "__share_group_state"
-        if name in self.snapshot.topics:
+    async def ensure_internal_topic(self, spec: InternalTopic) -> None:
+        """Create an internal topic (kwire.groups.internal_topics) on first use, with its
+        replication key's replicas (as many as there are live brokers when fewer), compacted."""
+        if spec.name in self.snapshot.topics:
             return
         v = self.broker.config.value_of
-        rf = min(v("share.coordinator.state.topic.replication.factor"), len(self.snapshot.brokers))
         try:
-            await self.create_topic(
-                name, v("share.coordinator.state.topic.num.partitions"), rf,
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(v("share.coordinator.state.topic.segment.bytes")),
-                 "min.insync.replicas": str(v("share.coordinator.state.topic.min.isr"))}, wait_s=5.0)
+            await self.create_topic(spec.name, spec.partitions(v), spec.replication_factor(v, len(self.snapshot.brokers)),
+                                    spec.configs(v), wait_s=5.0)
         except KafkaApiError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise

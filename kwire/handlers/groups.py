@@ -61,8 +61,7 @@ def coordinator_entry(ctx, key: str, key_type: int) -> dict:
 def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
     """The leader of the group's __consumer_offsets partition coordinates it, the leader of
     the transactional id's __transaction_state partition the id (Kafka's rule)."""
-    from kwire.services.groups import OFFSETS_TOPIC
-    from kwire.services.transactions import TRANSACTION_STATE_TOPIC
+    from kwire.groups.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
     topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
     snap = ctx.broker.cluster.snapshot
     meta = snap.topics.get(topic)

@@ -28,13 +28,13 @@ from __future__ import annotations
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import OffsetCommit
 from kwire.groups.coordinator import partition_for
+from kwire.groups.internal_topics import INTERNAL_TOPICS
 from kwire.groups.txn_coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TxnDescription, error_for_version
 
 from kwire.transport.peer import PeerError
 from kwire.handlers.registry import handles
 from kwire.handlers.authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 VERIFY_TIMEOUT_S = 5.0        # asking another broker's transaction coordinator (Kafka: request.timeout.ms)
 

@@ -98,7 +98,7 @@ class Broker:
         """Cluster mode: the group coordinator serves the groups whose __consumer_offsets
         partition this broker leads, the transaction coordinator the ids whose
         __transaction_state partition it leads."""
-        from kwire.services.groups import OFFSETS_TOPIC
+        from kwire.groups.internal_topics import OFFSETS_TOPIC
         from kwire.services.transactions import TRANSACTION_STATE_TOPIC
         self.groups.cluster = cluster
         self.groups.follow_leadership({p for (t, p) in cluster.replicas.leaders if t == OFFSETS_TOPIC})

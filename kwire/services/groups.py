@@ -28,6 +28,7 @@ from kwire.groups.assignors import ASSIGNORS, assignor_names
 from kwire.groups.results import (
     ConsumerGroupConfig, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult,
 )
+from kwire.groups.internal_topics import OFFSETS, OFFSETS_TOPIC
 from kwire.groups.share_group_records import is_share_key
 
 from kwire.runtime.blocking import create_topic, run_blocking
@@ -35,7 +36,6 @@ from kwire.runtime.clock import Clock
 
 logger = logging.getLogger("kwire.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def records_to_end(plog):
@@ -286,16 +286,14 @@ class GroupService:
         """The ``__consumer_offsets`` topic, created on first use (compacted, never time-deleted)."""
         topic = self.logs.get(OFFSETS_TOPIC)
         if topic is None and self.cluster is not None:
-            await self.cluster.ensure_offsets_topic()
+            await self.cluster.ensure_internal_topic(OFFSETS)
             topic = self.logs.get(OFFSETS_TOPIC)
             if topic is None:
                 raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
         if topic is None:
-            topic = await create_topic(self.logs, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                                       {"cleanup.policy": "compact",
-                                        "segment.bytes": str(self.config.value_of("offsets.topic.segment.bytes"))},
-                                       now_ms=self.clock.now_ms(),
-                                       internal=True, exist_ok=True)
+            v = self.config.value_of
+            topic = await create_topic(self.logs, OFFSETS_TOPIC, OFFSETS.partitions(v), OFFSETS.configs(v),
+                                       now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
         return topic
 
     def replay(self, partitions=None) -> int:

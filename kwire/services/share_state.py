@@ -30,6 +30,7 @@ import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.internal_topics import SHARE_STATE, SHARE_STATE_TOPIC
 from kwire.groups.share_records import (SNAPSHOT_KEY, ShareState, StateBatch, decode_key, decode_value,
                                         encode_key, encode_snapshot)
 
@@ -39,7 +40,6 @@ from kwire.transport.peer import PeerError
 
 logger = logging.getLogger("kwire.share")
 
-SHARE_STATE_TOPIC = "__share_group_state"
 REPLICATION_WAIT_S = 10.0
 RETRY_S = 20.0                   # how long the persister keeps finding the share coordinator
 RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -215,7 +215,7 @@ class Persister:
             return None
         if SHARE_STATE_TOPIC not in snap.topics:
             try:
-                await cluster.ensure_share_state_topic()
+                await cluster.ensure_internal_topic(SHARE_STATE)
             except KafkaApiError as exc:
                 logger.info("%s not created: %s", SHARE_STATE_TOPIC, exc.message)
             return None

@@ -46,6 +46,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.coordinator import partition_for
+from kwire.groups.internal_topics import OFFSETS_TOPIC, SHARE_STATE, SHARE_STATE_TOPIC
 from kwire.groups.results import Outcome
 from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCoordinator, Topic
 from kwire.groups.share_partition import PartitionLimits
@@ -53,13 +54,12 @@ from kwire.groups.share_records import decode_key, decode_value
 
 from kwire.runtime.blocking import create_topic, run_blocking, run_detached
 from kwire.runtime.clock import Clock
-from kwire.services.groups import OFFSETS_TOPIC, records_to_end
+from kwire.services.groups import records_to_end
 from kwire.services.group_configs import GroupConfigs
 from kwire.services.share_state import Persister, ShareStateStore
 
 logger = logging.getLogger("kwire.share")
 
-SHARE_STATE_TOPIC = "__share_group_state"
 TICK_S = 0.1
 FINAL_EPOCH = -1
 # Record batch v2 header: base_offset int64 @0, batch_length int32 @8, attributes int16 @21,
@@ -271,12 +271,8 @@ class ShareService:
         topic = self.logs.get(SHARE_STATE_TOPIC)
         if topic is None:
             v = self.config.value_of
-            topic = await create_topic(
-                self.logs, SHARE_STATE_TOPIC, v("share.coordinator.state.topic.num.partitions"),
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(v("share.coordinator.state.topic.segment.bytes")),
-                 "min.insync.replicas": str(v("share.coordinator.state.topic.min.isr"))},
-                now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+            topic = await create_topic(self.logs, SHARE_STATE_TOPIC, SHARE_STATE.partitions(v), SHARE_STATE.configs(v),
+                                       now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
         return topic
 
     def _config_changed(self, group_id: str, name: str, value: str | None) -> None:

@@ -43,9 +43,10 @@ from kwire.groups.txn_coordinator import (
     TxnResult,
 )
 
+from kwire.groups.internal_topics import OFFSETS_TOPIC, TRANSACTIONS
 from kwire.runtime.blocking import create_topic, next_producer_id, run_blocking
 from kwire.runtime.clock import Clock
-from kwire.services.groups import OFFSETS_TOPIC, GroupService, records_to_end
+from kwire.services.groups import GroupService, records_to_end
 from kwire.transport.peer import PeerError
 
 logger = logging.getLogger("kwire.transactions")
@@ -83,18 +84,16 @@ class TransactionService:
         topic = self.logs.get(TRANSACTION_STATE_TOPIC)
         if self.cluster is not None:
             if topic is None:
-                await self.cluster.ensure_transaction_topic()
+                await self.cluster.ensure_internal_topic(TRANSACTIONS)
                 topic = self.logs.get(TRANSACTION_STATE_TOPIC)
             if topic is None:
                 raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} is being created")
             return topic
         if topic is None:
-            topic = await create_topic(
-                self.logs, TRANSACTION_STATE_TOPIC, self.coordinator.config.num_partitions,
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(self.config.value_of("transaction.state.log.segment.bytes")),
-                 "min.insync.replicas": str(self.config.value_of("transaction.state.log.min.isr"))},
-                now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+            v = self.config.value_of
+            topic = await create_topic(self.logs, TRANSACTION_STATE_TOPIC, TRANSACTIONS.partitions(v),
+                                       TRANSACTIONS.configs(v), now_ms=self.clock.now_ms(), internal=True,
+                                       exist_ok=True)
         if not self.coordinator.owned_partitions():
             self.load()
         return topic

@@ -207,6 +207,36 @@ def test_broker_kill_never_redelivers_an_accepted_record(tmp_path):
     assert sorted(set(accepted) | set(after)) == list(range(100))
 
 
+def test_the_share_state_topic_is_internal_and_cannot_be_deleted(share_broker):
+    """__share_group_state is one of Kafka's internal topics: Metadata says so and DeleteTopics
+    refuses it (TOPIC_AUTHORIZATION_FAILED, as for __consumer_offsets), leaving the share state."""
+    from confluent_kafka import KafkaError
+    from kafka.admin import KafkaAdminClient
+    bootstrap, group = share_broker.bootstrap, f"g-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(bootstrap)
+    earliest(bootstrap, group)
+    produce(bootstrap, topic, 5)
+    consumer = share_consumer(bootstrap, group, topic)
+    got: list[int] = []
+    try:
+        poll_until({"c": consumer}, lambda: len(got) >= 5, on_message=lambda _n, _c, msg: got.append(msg.offset()))
+    finally:
+        consumer.close()
+    assert sorted(got) == list(range(5))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert "__share_group_state" in admin.list_topics(timeout=10).topics
+    for name in ("__share_group_state", "__consumer_offsets"):
+        error = admin.delete_topics([name], operation_timeout=10)[name].exception(10)
+        assert error is not None and error.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (name, error)
+    assert "__share_group_state" in admin.list_topics(timeout=10).topics
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = kp.describe_topics(["__share_group_state", topic])
+    finally:
+        kp.close()
+    assert {t["name"]: t["is_internal"] for t in described} == {"__share_group_state": True, topic: False}
+
+
 def test_admin_lists_describes_and_deletes_a_share_group(share_broker):
     """ListGroups says type share (librdkafka's list_consumer_groups shows only consumer protocol
     types, as against Kafka, so the requests are raw); DescribeGroups and ShareGroupDescribe
