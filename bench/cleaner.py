@@ -875,131 +875,149 @@ def ratio(a, b):
     return round(a / b, 2) if a is not None and b else None
 
 
+# The rows of table A: (label, metric key); rows without a key are composed in _a_cell.
+A_ROWS = [("passes (cleaned lines)", "passes"),
+          ("MB/s of dirty log (broker's lines)", "mb_per_s_lines"),
+          ("  the lines' MB/s, min-max (all passes)", None),
+          ("MB/s of dirty log (closed segs / wall)", "mb_per_s_files"),
+          ("MB/s from port open to clean", "mb_per_s_files_from_ready"),
+          ("MB/s read (bytes read / busy s)", "read_mb_per_s"),
+          ("cleaner busy s (sum of passes)", "busy_s"),
+          ("port open -> last clean s", "ready_to_clean_s"),
+          ("bytes read / dirty bytes", None),
+          ("log MB (segments) before -> after", None),
+          ("offset map keys / bytes (max)", None),
+          ("peak RSS MiB (VmHWM)", "peak_rss_mb"),
+          ("peak increase vs cleaner off MiB", "peak_increase_vs_cleaner_off_mb"),
+          ("peak increase vs RSS at port open MiB", "peak_increase_vs_ready_rss_mb"),
+          ("verify: records kept / latest per key", None),
+          ("verify: stale below active / damaged", None)]
+B_ROWS = (("spawn -> OffsetFetch has all offsets s", "offsets_s"),
+          ("spawn -> port accepts s", "port_open_s"),
+          ("records replayed", "records_replayed"),
+          ("broker CPU s at that point", "startup_cpu_s"),
+          ("RSS at that point MiB", "rss_at_ready_mb"))
+
+
+def _a_cell(a: dict, k: str, label: str, key: str | None) -> str:
+    """One cell of table A: column ``k`` (default or tiny buffer), row ``label``."""
+    m = a[k]["metrics"]
+    v = m.get("verify") or {}
+    if key:
+        val = m.get(key)
+        return "/".join(_fmt(x) for x in val) if isinstance(val, list) else _fmt(val)
+    if "min-max" in label:
+        vals = [x for r in a[k].get("runs") or [m] for x in r.get("logged_mb_per_s") or []]
+        return f"{_fmt(min(vals))}-{_fmt(max(vals))}" if vals else "-"
+    if label.startswith("bytes read"):
+        return f"{_fmt(ratio(m.get('read_bytes'), m.get('dirty_bytes')))}"
+    if label.startswith("log MB"):
+        bf = a.get("before") or {}
+        return (f"{_fmt(bf.get('log_bytes', 0) / MB)} ({bf.get('segments')}) -> "
+                f"{_fmt(m.get('log_bytes_after', 0) / MB)} ({m.get('segments_after')})")
+    if label.startswith("offset map"):
+        return f"{_fmt(m.get('max_map_keys'))} / {_fmt(m.get('max_map_bytes'))}"
+    if "records kept" in label:
+        return f"{_fmt(v.get('records'))} / {_fmt(v.get('keys_latest_found'))}"
+    return (f"{_fmt(v.get('stale_below_active'))} / "
+            f"{_fmt((v.get('keys_latest_missing') or 0) + (v.get('wrong_key') or 0) + (v.get('offset_moved') or 0)) if v else '-'}")
+
+
+def _report_a(a: dict, pa: dict, repeat) -> list[str]:
+    lines = [f"== A: cleaner throughput and memory (kwire; median of {repeat} run(s)) =="]
+    if a.get("load"):
+        lm = a["load"]["metrics"]
+        bf = a.get("before") or {}
+        lines.append(f"  dirty log: {lm.get('records', 0):,} records x {pa['record_bytes']} B over "
+                     f"{lm.get('distinct_keys', 0):,} keys, {bf.get('segments')} segments of "
+                     f"{pa['segment_bytes'] / MIB:g} MiB: {_fmt((bf.get('closed_segment_bytes') or 0) / MB)} MB "
+                     f"in closed segments + {_fmt((bf.get('active_segment_bytes') or 0) / MB)} MB active; "
+                     f"loaded at {lm.get('mb_per_s')} MB/s")
+    if a.get("cleaner_off_memory"):
+        lines.append(f"  broker on this data with the cleaner off: VmHWM "
+                     f"{a['cleaner_off_memory']['hwm_mb']} MiB")
+    cols = [k for k in ("default", "tiny") if k in a]
+    if cols:
+        head = f"  {'metric':<46}" + "".join(
+            f"{'buffer ' + _fmt(a[k]['metrics'].get('dedupe_buffer_bytes', 0) / MIB) + ' MiB':>24}"
+            for k in cols)
+        lines += [head, "  " + "-" * (len(head) - 2)]
+        for label, key in A_ROWS:
+            lines.append(f"  {label:<46}" + "".join(f"{_a_cell(a, k, label, key):>24}" for k in cols))
+        for k in cols:
+            if not a[k]["ok"]:
+                lines.append(f"  {k} FAILED: {a[k]['error']}")
+            for n in a[k].get("notes", []):
+                lines.append(f"  {k} note: {n}")
+    if a.get("error"):
+        lines.append(f"  ERROR: {a['error']}")
+    lines.append("")
+    return lines
+
+
+def _report_b_logs(b: dict, pb: dict) -> list[str]:
+    """Part B's commit load, the offsets log before and after cleaning, and the clean itself."""
+    lines = []
+    if b.get("commit"):
+        cm = b["commit"]["metrics"]
+        lines.append(f"  commits: {cm.get('requests', 0):,} OffsetCommit x {cm.get('partitions_per_request')} "
+                     f"partitions in {cm.get('elapsed_s')} s ({cm.get('commits_per_s', 0):,} commits/s); "
+                     f"{OFFSETS_TOPIC} segments of {pb['broker_config']['log.segment.bytes'] / MIB:g} MiB")
+    for key, label in (("offsets_before", "before cleaning"), ("offsets_after", "after cleaning")):
+        f = b.get(key)
+        if f:
+            lines.append(f"  {OFFSETS_TOPIC}-0 {label}: {_fmt(f['log_bytes'] / MB)} MB of log in "
+                         f"{f['segments']} segment(s) (active {_fmt(f['active_segment_bytes'] / MB)} MB), "
+                         f"directory {_fmt(f['dir_bytes'] / MB)} MB")
+    cm = (b.get("clean") or {}).get("metrics")
+    if cm:
+        parts = [f"{cm.get('passes')} pass(es)", f"{cm.get('mb_per_s_lines')} MB/s of dirty log (lines)",
+                 f"{cm.get('mb_per_s_files')} MB/s (files/wall)",
+                 f"port open -> clean {cm.get('ready_to_clean_s')} s",
+                 f"peak RSS {cm.get('peak_rss_mb')} MiB (+{cm.get('peak_increase_vs_cleaner_off_mb')} MiB over "
+                 f"the cleaner-off start-up's)"]
+        lines.append("  clean: " + ", ".join(parts))
+    return lines
+
+
+def _report_b(b: dict, pb: dict, repeat) -> list[str]:
+    lines = [f"== B: start-up after {pb['rounds'] * pb['partitions']:,} offset commits to one group "
+             f"(kwire; median of {repeat} run(s)) =="]
+    lines += _report_b_logs(b, pb)
+    cols = [k for k in ("before", "after", "reference") if k in b and b[k].get("metrics")]
+    if cols:
+        head = f"  {'metric':<40}" + "".join(f"{c:>12}" for c in cols) + f"{'after/before':>14}"
+        lines += [head, "  " + "-" * (len(head) - 2)]
+        for label, key in B_ROWS:
+            vals = [b[c]["metrics"].get(key) for c in cols]
+            r = ratio(b.get("after", {}).get("metrics", {}).get(key),
+                      b.get("before", {}).get("metrics", {}).get(key))
+            lines.append(f"  {label:<40}" + "".join(f"{_fmt(v):>12}" for v in vals)
+                         + f"{_fmt(r):>14}")
+        lines.append("  reference = a fresh broker whose group has one round of commits (the live "
+                     "keys only)")
+    for k in ("commit", "before", "after", "reference"):
+        r = b.get(k)
+        if r and not r.get("ok", True):
+            lines.append(f"  {k} FAILED: {r.get('error')}")
+        for n in (r or {}).get("notes", []):
+            lines.append(f"  {k} note: {n}")
+    for n in (b.get("clean") or {}).get("notes", []):
+        lines.append(f"  clean note: {n}")
+    if b.get("error"):
+        lines.append(f"  ERROR: {b['error']}")
+    lines.append("")
+    return lines
+
+
 def report(doc: dict) -> str:
     p = doc["params"]
     lines = []
     res = doc["results"]
     if "A" in res:
-        a, pa = res["A"], p["A"]
-        lines.append(f"== A: cleaner throughput and memory (kwire; median of {p['repeat']} run(s)) ==")
-        if a.get("load"):
-            lm = a["load"]["metrics"]
-            bf = a.get("before") or {}
-            lines.append(f"  dirty log: {lm.get('records', 0):,} records x {pa['record_bytes']} B over "
-                         f"{lm.get('distinct_keys', 0):,} keys, {bf.get('segments')} segments of "
-                         f"{pa['segment_bytes'] / MIB:g} MiB: {_fmt((bf.get('closed_segment_bytes') or 0) / MB)} MB "
-                         f"in closed segments + {_fmt((bf.get('active_segment_bytes') or 0) / MB)} MB active; "
-                         f"loaded at {lm.get('mb_per_s')} MB/s")
-        if a.get("cleaner_off_memory"):
-            lines.append(f"  broker on this data with the cleaner off: VmHWM "
-                         f"{a['cleaner_off_memory']['hwm_mb']} MiB")
-        cols = [k for k in ("default", "tiny") if k in a]
-        if cols:
-            head = f"  {'metric':<46}" + "".join(
-                f"{'buffer ' + _fmt(a[k]['metrics'].get('dedupe_buffer_bytes', 0) / MIB) + ' MiB':>24}"
-                for k in cols)
-            lines += [head, "  " + "-" * (len(head) - 2)]
-            rows = [("passes (cleaned lines)", "passes"),
-                    ("MB/s of dirty log (broker's lines)", "mb_per_s_lines"),
-                    ("  the lines' MB/s, min-max (all passes)", None),
-                    ("MB/s of dirty log (closed segs / wall)", "mb_per_s_files"),
-                    ("MB/s from port open to clean", "mb_per_s_files_from_ready"),
-                    ("MB/s read (bytes read / busy s)", "read_mb_per_s"),
-                    ("cleaner busy s (sum of passes)", "busy_s"),
-                    ("port open -> last clean s", "ready_to_clean_s"),
-                    ("bytes read / dirty bytes", None),
-                    ("log MB (segments) before -> after", None),
-                    ("offset map keys / bytes (max)", None),
-                    ("peak RSS MiB (VmHWM)", "peak_rss_mb"),
-                    ("peak increase vs cleaner off MiB", "peak_increase_vs_cleaner_off_mb"),
-                    ("peak increase vs RSS at port open MiB", "peak_increase_vs_ready_rss_mb"),
-                    ("verify: records kept / latest per key", None),
-                    ("verify: stale below active / damaged", None)]
-            for label, key in rows:
-                row = f"  {label:<46}"
-                for k in cols:
-                    m = a[k]["metrics"]
-                    v = m.get("verify") or {}
-                    if key:
-                        val = m.get(key)
-                        txt = "/".join(_fmt(x) for x in val) if isinstance(val, list) else _fmt(val)
-                    elif "min-max" in label:
-                        vals = [x for r in a[k].get("runs") or [m] for x in r.get("logged_mb_per_s") or []]
-                        txt = f"{_fmt(min(vals))}-{_fmt(max(vals))}" if vals else "-"
-                    elif label.startswith("bytes read"):
-                        txt = f"{_fmt(ratio(m.get('read_bytes'), m.get('dirty_bytes')))}"
-                    elif label.startswith("log MB"):
-                        bf = a.get("before") or {}
-                        txt = (f"{_fmt(bf.get('log_bytes', 0) / MB)} ({bf.get('segments')}) -> "
-                               f"{_fmt(m.get('log_bytes_after', 0) / MB)} ({m.get('segments_after')})")
-                    elif label.startswith("offset map"):
-                        txt = f"{_fmt(m.get('max_map_keys'))} / {_fmt(m.get('max_map_bytes'))}"
-                    elif "records kept" in label:
-                        txt = f"{_fmt(v.get('records'))} / {_fmt(v.get('keys_latest_found'))}"
-                    else:
-                        txt = (f"{_fmt(v.get('stale_below_active'))} / "
-                               f"{_fmt((v.get('keys_latest_missing') or 0) + (v.get('wrong_key') or 0) + (v.get('offset_moved') or 0)) if v else '-'}")
-                    row += f"{txt:>24}"
-                lines.append(row)
-            for k in cols:
-                if not a[k]["ok"]:
-                    lines.append(f"  {k} FAILED: {a[k]['error']}")
-                for n in a[k].get("notes", []):
-                    lines.append(f"  {k} note: {n}")
-        if a.get("error"):
-            lines.append(f"  ERROR: {a['error']}")
-        lines.append("")
+        lines += _report_a(res["A"], p["A"], p["repeat"])
     if "B" in res:
-        b = res["B"]
-        pb = p["B"]
-        lines.append(f"== B: start-up after {pb['rounds'] * pb['partitions']:,} offset commits to one group "
-                     f"(kwire; median of {p['repeat']} run(s)) ==")
-        if b.get("commit"):
-            cm = b["commit"]["metrics"]
-            lines.append(f"  commits: {cm.get('requests', 0):,} OffsetCommit x {cm.get('partitions_per_request')} "
-                         f"partitions in {cm.get('elapsed_s')} s ({cm.get('commits_per_s', 0):,} commits/s); "
-                         f"{OFFSETS_TOPIC} segments of {pb['broker_config']['log.segment.bytes'] / MIB:g} MiB")
-        for key, label in (("offsets_before", "before cleaning"), ("offsets_after", "after cleaning")):
-            f = b.get(key)
-            if f:
-                lines.append(f"  {OFFSETS_TOPIC}-0 {label}: {_fmt(f['log_bytes'] / MB)} MB of log in "
-                             f"{f['segments']} segment(s) (active {_fmt(f['active_segment_bytes'] / MB)} MB), "
-                             f"directory {_fmt(f['dir_bytes'] / MB)} MB")
-        cm = (b.get("clean") or {}).get("metrics")
-        if cm:
-            parts = [f"{cm.get('passes')} pass(es)", f"{cm.get('mb_per_s_lines')} MB/s of dirty log (lines)",
-                     f"{cm.get('mb_per_s_files')} MB/s (files/wall)",
-                     f"port open -> clean {cm.get('ready_to_clean_s')} s",
-                     f"peak RSS {cm.get('peak_rss_mb')} MiB (+{cm.get('peak_increase_vs_cleaner_off_mb')} MiB over "
-                     f"the cleaner-off start-up's)"]
-            lines.append("  clean: " + ", ".join(parts))
-        cols = [k for k in ("before", "after", "reference") if k in b and b[k].get("metrics")]
-        if cols:
-            head = f"  {'metric':<40}" + "".join(f"{c:>12}" for c in cols) + f"{'after/before':>14}"
-            lines += [head, "  " + "-" * (len(head) - 2)]
-            for label, key in (("spawn -> OffsetFetch has all offsets s", "offsets_s"),
-                               ("spawn -> port accepts s", "port_open_s"),
-                               ("records replayed", "records_replayed"),
-                               ("broker CPU s at that point", "startup_cpu_s"),
-                               ("RSS at that point MiB", "rss_at_ready_mb")):
-                vals = [b[c]["metrics"].get(key) for c in cols]
-                r = ratio(b.get("after", {}).get("metrics", {}).get(key),
-                          b.get("before", {}).get("metrics", {}).get(key))
-                lines.append(f"  {label:<40}" + "".join(f"{_fmt(v):>12}" for v in vals)
-                             + f"{_fmt(r):>14}")
-            lines.append("  reference = a fresh broker whose group has one round of commits (the live "
-                         "keys only)")
-        for k in ("commit", "before", "after", "reference"):
-            r = b.get(k)
-            if r and not r.get("ok", True):
-                lines.append(f"  {k} FAILED: {r.get('error')}")
-            for n in (r or {}).get("notes", []):
-                lines.append(f"  {k} note: {n}")
-        for n in (b.get("clean") or {}).get("notes", []):
-            lines.append(f"  clean note: {n}")
-        if b.get("error"):
-            lines.append(f"  ERROR: {b['error']}")
-        lines.append("")
+        lines += _report_b(res["B"], p["B"], p["repeat"])
     if doc.get("tansu"):
         lines.append(f"tansu: skipped: {doc['tansu'].get('skipped')}")
     return "\n".join(lines)

@@ -74,6 +74,7 @@ from kwire.codecs import records
 from kwire.codecs.records import BatchHeader
 
 from . import checkpoints, recovery
+from .files import unlink_quietly as _unlink
 from .segment import LogSegment, segment_name
 
 # a kwire.log.partition.PartitionLog (not imported: the partition imports this module)
@@ -556,10 +557,3 @@ def _next_offset_of(log_path: str, base: int) -> int:
     for header in records.scan_valid_prefix(data)[0]:
         end = header.next_offset
     return end
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -139,15 +139,6 @@ class _SparseIndex:
         self._keys.append(key)
         self._values.append(value)
 
-    def entry_count(self) -> int:
-        """Entries in the index (from the file's size if not loaded yet; 0 if missing)."""
-        if self._keys is not None:
-            return len(self._keys)
-        try:
-            return os.stat(self.path).st_size // self.ENTRY.size
-        except FileNotFoundError:
-            return 0
-
     def truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries (file and memory).  Raises OSError."""
         if self._fd is not None:

@@ -44,46 +44,42 @@ Recovery point: ``flush`` records the offset/position it made durable and
 ``close`` (and a timed ``flush`` at most every ``RECOVERY_POINT_INTERVAL_MS``)
 writes it to ``recovery-point-checkpoint``; an unclean start checks batches
 only after it (kwire.log.recovery).
+
+``PartitionLog`` opens, appends and reads here; its other roles are mixins in
+sibling modules sharing its state: replication and follower truncation
+(kwire.log.replica), transaction and producer queries (kwire.log.transactions),
+flush, checkpoints, close and scrub (kwire.log.durability), and DeleteRecords,
+retention and the cleaner's swap (kwire.log.trimming).
 """
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
-from typing import NamedTuple
 
 from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from . import checkpoints, cleaner, producer_snapshots, recovery
 from .config import LogConfig
+from .durability import RECOVERY_POINT_INTERVAL_MS, DurableLog  # noqa: F401  (re-exported)
 from .health import StorageHealth
 from .producer_snapshots import PRODUCER_STATE_SEGMENTS  # noqa: F401  (re-exported)
 from .producer_state import PendingAppend, ProducerStateManager
 from .replica import AppendResult, ReplicaLog
 from .segment import CorruptSegment, LogSegment, UndoFailed, bisect_segments
 from .slices import RecordSlices
-from .txn_index import TxnIndexCorrupt
+from .transactions import TransactionalLog
+from .trimming import TrimmingLog
 
 logger = logging.getLogger(__name__)
 
 
-class ActiveProducer(NamedTuple):
-    """One producer's state in a partition, as DescribeProducers reports it."""
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int             # -1: no batch cached
-    last_timestamp: int            # -1: unknown
-    coordinator_epoch: int         # -1: no marker seen
-    current_txn_start_offset: int  # -1: no transaction open here
-
-
 INT32_MAX = 2**31 - 1
-RECOVERY_POINT_INTERVAL_MS = 60_000   # Kafka's log.flush.offset.checkpoint.interval.ms
 
 
-class PartitionLog(ReplicaLog):
+
+class PartitionLog(ReplicaLog, TransactionalLog, DurableLog, TrimmingLog):
     """Append, read, search and trim the log of one partition."""
 
     def __init__(self, path: str, config: LogConfig):
@@ -398,74 +394,6 @@ class PartitionLog(ReplicaLog):
             position = 0
         return extents
 
-    # -- transactions -----------------------------------------------------
-
-    @property
-    def last_stable_offset(self) -> int:
-        """Where read_committed consumers stop: the first offset of the earliest transaction
-        still open, or completed by a marker not yet below the high watermark, clamped to
-        [log_start_offset, high_watermark] (Kafka's UnifiedLog.lastStableOffset); the high
-        watermark when there is none.  No I/O."""
-        hw = self.high_watermark
-        unstable = self._producers.first_unstable_offset(hw)
-        if unstable is None:
-            return hw
-        return min(max(unstable, self.log_start_offset), hw)
-
-    def has_open_transaction(self, producer_id: int) -> bool:
-        """Whether ``producer_id`` has a transaction open in this partition (no copy: Produce asks)."""
-        return producer_id in self._producers.ongoing
-
-    def ongoing_transactions(self) -> dict[int, int]:
-        """Producer id -> first offset of its transaction open in this partition (a copy)."""
-        return dict(self._producers.ongoing)
-
-    def active_producers(self) -> list[ActiveProducer]:
-        """DescribeProducers: every producer this partition holds state for, by producer id
-        (Kafka's UnifiedLog.activeProducers).  ``last_timestamp`` is the max timestamp of the
-        producer's last cached data batch, read from its header (-1 when it has none cached,
-        e.g. only markers, or the batch was deleted); Kafka also moves it to a marker's
-        timestamp, which kwire does not track.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)
-        when the partition is offline."""
-        self.health.check_online()
-        out = []
-        for pid, entry in self._producers.entries():
-            last = entry.batches[-1] if entry.batches else None
-            timestamp = -1
-            if last is not None and last.first_offset >= self.log_start_offset:
-                segments = self.segments
-                try:
-                    header = segments[max(0, bisect_segments(segments, last.first_offset))].find_batch(
-                        last.first_offset)
-                except (CorruptSegment, OSError) as exc:
-                    raise self._damaged(exc) from None
-                if header is not None:
-                    timestamp = header.max_timestamp
-            out.append(ActiveProducer(pid, entry.epoch, entry.last_seq, timestamp, entry.coordinator_epoch,
-                                      -1 if entry.txn_first_offset is None else entry.txn_first_offset))
-        return out
-
-    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
-        """``(producer_id, first_offset)`` of every aborted transaction with its ABORT marker at
-        or after ``fetch_offset`` and first offset below ``upper_bound``, oldest marker first:
-        Fetch's ``aborted_transactions`` for read_committed consumers (Kafka's
-        collectAbortedTransactions).  Reads the transaction index of the segment holding
-        ``fetch_offset`` and later ones, until an entry's last stable offset reaches
-        ``upper_bound``.  Raises KafkaApiError(KAFKA_STORAGE_ERROR) if the partition is offline
-        or an index is unreadable (which takes it offline)."""
-        self.health.check_online()
-        segments = self.segments
-        found: list[tuple[int, int]] = []
-        try:
-            for segment in segments[max(0, bisect_segments(segments, fetch_offset)):]:
-                txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
-                found.extend((txn.producer_id, txn.first_offset) for txn in txns)
-                if complete:
-                    break
-        except (TxnIndexCorrupt, OSError) as exc:
-            raise self._damaged(exc) from None
-        return found
-
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after log_start_offset with
         timestamp >= ``timestamp_ms``, or None.  Raises KafkaApiError(KAFKA_STORAGE_ERROR)."""
@@ -501,122 +429,6 @@ class PartitionLog(ReplicaLog):
                 break
         return best
 
-    # -- durability -------------------------------------------------------
-
-    def flush(self, now_ms: int | None = None) -> None:
-        """fsync everything written so far; ``now_ms`` restarts the flush.ms clock and, at
-        most every RECOVERY_POINT_INTERVAL_MS, writes the recovery-point checkpoint.
-
-        Blocking: run it in a worker thread (it may overlap ``append``/``read``).
-        Raises KafkaApiError(KAFKA_STORAGE_ERROR) if an fsync fails, which
-        takes the partition offline (dirty pages may be lost: Kafka's rule).
-        """
-        with self._lock:
-            if now_ms is not None:
-                self._last_flush_ms = now_ms
-            pending = self._unflushed_segments + self.segments[-1:]
-            self._unflushed_segments = []
-            self._unflushed_messages = 0
-            point, truncations = self._end_point, self._truncations
-        try:
-            for segment in pending:
-                segment.flush()
-        except OSError as exc:
-            self.health.take_offline(f"fsync failed: {exc}")
-            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                f"{self.path}: fsync failed: {exc}") from None
-        with self._lock:   # a truncation meanwhile made ``point`` meaningless
-            if truncations == self._truncations and (
-                    self._flushed_point is None or point > self._flushed_point):
-                self._flushed_point = point
-        if now_ms is not None and now_ms - self._last_checkpoint_ms >= RECOVERY_POINT_INTERVAL_MS:
-            self.write_recovery_point(now_ms)
-
-    def flush_due(self, now_ms: int) -> bool:
-        """True if flush.ms has elapsed with something unflushed, a rolled segment awaits
-        its flush (Kafka flushes on roll), or the recovery point or (replicated mode) the high
-        watermark is due to be checkpointed.
-
-        Non-blocking; pair with ``flush(now_ms)`` in a worker thread.
-        """
-        if self.health.offline or not self.segments:
-            return False
-        unflushed = self._unflushed_messages > 0 or bool(self._unflushed_segments)
-        return (bool(self._unflushed_segments)
-                or (unflushed and now_ms - self._last_flush_ms >= self.config.flush_interval_ms)
-                or ((self._flushed_point != self._checkpointed_point or self._hw_unsaved())
-                    and now_ms - self._last_checkpoint_ms >= RECOVERY_POINT_INTERVAL_MS))
-
-    def write_recovery_point(self, now_ms: int) -> bool:
-        """Checkpoint what the last ``flush`` made durable, and the high watermark in replicated
-        mode; True if the recovery-point checkpoint is current.
-
-        Blocking.  A failed write is logged at ERROR and only means a crash
-        recovery would check more (or start from an older high watermark); never raises.
-        """
-        with self._checkpoint_lock:
-            self._checkpoint_high_watermark(now_ms)
-            point = self._flushed_point
-            if point is None or point == self._checkpointed_point:
-                return point is not None
-            self._last_checkpoint_ms = now_ms
-            try:
-                checkpoints.write_recovery_point(self.path, point)
-            except OSError as exc:
-                logger.error("%s: could not write the recovery-point checkpoint (a crash "
-                             "recovery would check from an earlier point): %s", self.path, exc)
-                return False
-            self._checkpointed_point = point
-            return True
-
-    def close(self) -> bool:
-        """Clean shutdown: record final max timestamps, fsync, checkpoint the recovery
-        point and close every file.
-
-        Returns False (after logging at ERROR) if that could not all be done or
-        the partition is offline: its log dir must then be recovered at the
-        next start.  Never raises.
-        """
-        clean = not self.health.offline and bool(self.segments)
-        if clean:
-            try:
-                self.segments[-1].seal()
-                self.flush()
-                clean = self.write_recovery_point(self._last_checkpoint_ms)
-            except (OSError, KafkaApiError) as exc:
-                logger.error("%s: clean close failed: %s", self.path, exc)
-                clean = False
-        for segment in self.segments:
-            segment.close()
-        return clean
-
-    def scrub(self) -> bool:
-        """Check every batch of every closed segment (CRC included), once after start.
-
-        Blocking: run it in a worker thread (it reads with descriptors of its
-        own, so it may overlap ``append``/``read``/retention; a truncation waits for the
-        segment being checked).  Damage takes
-        the partition offline with an ERROR naming file and position; returns
-        False then.
-        """
-        for segment in self.segments[:-1]:
-            if self.health.offline:
-                return False
-            with self._files_lock:
-                if segment not in self.segments[:-1]:     # deleted or truncated meanwhile
-                    continue
-                damage = recovery.find_damage(segment)
-            if damage is not None:
-                self.health.take_offline(f"corrupt data at rest: {damage}")
-                return False
-        return not self.health.offline
-
-    def delete(self) -> None:
-        """Close the files and remove the partition directory."""
-        for segment in self.segments:
-            segment.close()
-        shutil.rmtree(self.path, ignore_errors=True)
-
     # -- leader epochs ----------------------------------------------------
 
     def set_leader_epoch(self, epoch: int, start_offset: int) -> None:
@@ -631,144 +443,6 @@ class PartitionLog(ReplicaLog):
         if not self.replicated and not self._epochs.entries and epoch == self.leader_epoch:
             return epoch, self.log_end_offset
         return self._epochs.end_offset_for(epoch, self.log_end_offset)
-
-    # -- trimming ---------------------------------------------------------
-
-    def delete_records(self, before_offset: int) -> int:
-        """DeleteRecords: move log_start_offset to ``before_offset`` (-1 = high watermark).
-
-        Returns the new log_start_offset (the low watermark).  Whole segments
-        below it are deleted.  Raises KafkaApiError(OFFSET_OUT_OF_RANGE) above
-        the high watermark or for negative offsets other than -1; OSError.
-        """
-        target = self.delete_records_target(before_offset)
-        if target is not None:
-            self.write_log_start_offset(target)
-            self.advance_log_start(target)
-        return self.log_start_offset
-
-    # delete_records in three steps, so the server can run the middle one in a worker thread.
-    def delete_records_target(self, before_offset: int) -> int | None:
-        """The log start offset DeleteRecords moves to, or None if it would not move.  No I/O;
-        raises as ``delete_records``."""
-        if before_offset == -1:
-            before_offset = self.high_watermark
-        if before_offset < 0 or before_offset > self.high_watermark:
-            raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                f"{self.path}: cannot delete records before {before_offset}, "
-                                f"high watermark is {self.high_watermark}")
-        self.health.check_online()
-        return before_offset if before_offset > self.log_start_offset else None
-
-    def write_log_start_offset(self, offset: int) -> None:
-        """Checkpoint ``offset`` as the log start (fsyncs; safe in a worker thread).  Raises OSError."""
-        checkpoints.write_log_start_offset(self.path, offset)
-
-    def advance_log_start(self, offset: int) -> None:
-        """Move the log start to a checkpointed ``offset`` and delete the segments below it."""
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            self._delete_oldest(lambda s: s.next_offset <= self.log_start_offset)
-
-    def apply_retention(self, now_ms: int) -> int:
-        """Delete closed segments past retention.ms (by largest timestamp) or beyond retention.bytes.
-
-        Returns the number of segments deleted; moves log_start_offset.  An
-        offline partition is left alone.
-        """
-        if self.health.offline:
-            return 0
-        deleted = 0
-        if self.config.retention_ms >= 0:
-            limit = self.config.retention_ms
-            deleted += self._delete_oldest(lambda s: now_ms - s.largest_timestamp() > limit)
-        if self.config.retention_bytes >= 0:
-            excess = [self.size_bytes() - self.config.retention_bytes]
-
-            def over(segment: LogSegment) -> bool:
-                if excess[0] - segment.size < 0:
-                    return False
-                excess[0] -= segment.size
-                return True
-            deleted += self._delete_oldest(over)
-        return deleted
-
-    def _delete_oldest(self, predicate) -> int:
-        """Delete closed segments from the oldest while ``predicate`` holds and they are
-        below the high watermark; never the active segment."""
-        doomed = []
-        for segment in self.segments[:-1]:
-            if segment.next_offset > self.high_watermark or not predicate(segment):
-                break
-            doomed.append(segment)
-        if not doomed:
-            return 0
-        with self._lock:
-            self.segments = self.segments[len(doomed):]
-            self._unflushed_segments = [s for s in self._unflushed_segments if s not in doomed]
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        for segment in doomed:
-            segment.delete()
-        return len(doomed)
-
-    # -- the log cleaner (kwire.log.cleaner) -------------------------------
-
-    @property
-    def truncations(self) -> int:
-        """Changes whenever a truncation moves the log end back (a clean planned before is stale)."""
-        return self._truncations
-
-    def producer_entries(self):
-        """(producer id, entry) of every producer this log remembers (read only)."""
-        return self._producers.entries()
-
-    def replace_segments(self, groups: list[tuple[list[LogSegment], LogSegment]], truncations: int,
-                         pause=lambda: None) -> bool:
-        """Swap the log cleaner's ``.swap`` segments in for the segments they replace (each
-        pair: the old segments, in order, and their cleaned copy): the old files are unlinked
-        (readers keep their descriptors), the cleaned files renamed live, the segment list
-        replaced in one assignment.  Owner thread, no await: a fetch never sees half of it.
-
-        Returns False, changing nothing, if the log changed meanwhile (truncated, offline,
-        an old segment deleted by retention) or a truncation or scrub holds the files (try
-        again later).  ``pause`` is the cleaner's fault-injection point.  Raises OSError
-        (a rename failed: the files are as a crash would leave them, which the next open
-        completes; the partition is taken offline).
-        """
-        if self.health.offline or truncations != self._truncations:
-            return False
-        if not self._files_lock.acquire(blocking=False):
-            return False
-        try:
-            segments = self.segments
-            old = [s for group, _new in groups for s in group]
-            try:
-                first = segments.index(old[0])
-            except ValueError:
-                return False
-            if segments[first:first + len(old)] != old or first + len(old) >= len(segments):
-                return False
-            try:
-                for group, new in groups:
-                    for segment in group:
-                        if segment.base_offset != new.base_offset:
-                            segment.delete()
-                pause()
-                for group, new in groups:
-                    new.rename("")
-                    cleaner.swap_done(new)
-            except OSError as exc:
-                self.health.take_offline(f"the log cleaner's swap failed: {exc}; restart to "
-                                         "complete it")
-                raise
-            with self._lock:
-                self.segments = segments[:first] + [new for _g, new in groups] + segments[first + len(old):]
-                self._unflushed_segments = [s for s in self._unflushed_segments if s not in old]
-            for segment in old:
-                segment.close()
-            return True
-        finally:
-            self._files_lock.release()
 
     # -- introspection ----------------------------------------------------
 

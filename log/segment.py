@@ -45,6 +45,7 @@ from kwire.codecs import records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.records import BatchHeader
 
+from .files import fsync_file, read_file, unlink_quietly, write_file, writev_all
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 from .pagecache import WriteBehind
 from .txn_index import AbortedTxn, TransactionIndex, TxnIndexCorrupt
@@ -53,7 +54,6 @@ logger = logging.getLogger(__name__)
 
 HEADER_CHUNK = 16 * 1024         # pread size when walking headers only
 RECOVERY_CHUNK = 4 * 1024 * 1024  # pread size when checking CRCs
-IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)   # buffers per writev
 NO_TIMESTAMP = -1
 # Codec messages name positions inside the buffer they were given; ours name
 # the file position instead, so the buffer-relative ones are dropped.
@@ -130,10 +130,6 @@ class LogSegment:
         self.snapshot_path = stem + ".txnsnapshot" + suffix
         self.suffix = suffix
 
-    def index_paths(self) -> list[str]:
-        """The three index files' paths (the ``.log`` is ``log_path``; the snapshot apart)."""
-        return [self.offset_index.path, self.time_index.path, self.txn_index.path]
-
     def rename(self, suffix: str) -> None:
         """Rename the segment's ``.log`` and index files to carry ``suffix`` instead of the
         current one (the ``.log`` last, so a ``.log`` with the new suffix means every index
@@ -145,14 +141,14 @@ class LogSegment:
                  (self.time_index.path, stem + ".timeindex" + suffix),
                  (self.txn_index.path, stem + ".txnindex" + suffix),
                  (self.log_path, stem + ".log" + suffix)]
-        _unlink_quietly(stem + ".txnsnapshot" + suffix)
+        unlink_quietly(stem + ".txnsnapshot" + suffix)
         for old, new in names:
             try:
                 os.replace(old, new)
             except FileNotFoundError:
                 if old != self.txn_index.path:     # a transaction index exists only once needed
                     raise
-                _unlink_quietly(new)
+                unlink_quietly(new)
         self._set_paths(directory, suffix)
 
     # -- opening ----------------------------------------------------------
@@ -166,7 +162,7 @@ class LogSegment:
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.txn_index.reset()
-        _unlink_quietly(segment.snapshot_path)
+        unlink_quietly(segment.snapshot_path)
         os.close(os.open(segment.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         return segment
 
@@ -396,22 +392,7 @@ class LogSegment:
     def _write(self, buf) -> int:
         """Write ``buf`` (bytes-like, or a list of them) whole, resuming after short writes;
         returns the byte count.  Raises OSError (part of it may be in the file)."""
-        fd = self._file()
-        if not isinstance(buf, list):
-            buf = [buf]
-        views = [memoryview(b) for b in buf if len(b)]
-        total = sum(v.nbytes for v in views)
-        i = 0
-        while i < len(views):
-            written = os.writev(fd, views[i:i + IOV_MAX])
-            while written:
-                if written >= views[i].nbytes:
-                    written -= views[i].nbytes
-                    i += 1
-                else:
-                    views[i] = views[i][written:]
-                    written = 0
-        return total
+        return writev_all(self._file(), buf)
 
     def write_behind(self, interval: int, keep: int) -> None:
         """Page-cache hints after appends (kwire.log.pagecache): start write-back of every
@@ -550,28 +531,12 @@ class LogSegment:
     def write_snapshot(self, data: bytes, *, sync: bool = False) -> None:
         """Write ``.txnsnapshot`` whole (page cache; fsynced now with ``sync``, else by the
         next ``flush``).  Raises OSError (then no file is left)."""
-        try:
-            fd = os.open(self.snapshot_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError:
-            _unlink_quietly(self.snapshot_path)
-            raise
+        write_file(self.snapshot_path, data, sync=sync)
         self._snapshot_unsynced = not sync
 
     def read_snapshot(self) -> bytes | None:
         """The ``.txnsnapshot`` bytes, None if there is no file.  Raises OSError."""
-        try:
-            with open(self.snapshot_path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
+        return read_file(self.snapshot_path)
 
     # -- lifecycle --------------------------------------------------------
 
@@ -585,7 +550,7 @@ class LogSegment:
             self.txn_index.flush()
             if self._snapshot_unsynced:
                 self._snapshot_unsynced = False
-                _fsync_file(self.snapshot_path)
+                fsync_file(self.snapshot_path)
 
     def close(self) -> None:
         with self._lock:
@@ -601,26 +566,7 @@ class LogSegment:
         self.close()
         for path in (self.log_path, self.offset_index.path, self.time_index.path,
                      self.txn_index.path, self.snapshot_path):
-            _unlink_quietly(path)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _fsync_file(path: str) -> None:
-    """fsync a file by name (one missing meanwhile is fine).  Raises OSError."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            unlink_quietly(path)
 
 
 def _key(entry: tuple[int, int]) -> int:

@@ -30,6 +30,7 @@ import struct
 import threading
 
 from .checkpoints import fsync_directory
+from .files import unlink_quietly, write_all
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size
@@ -111,7 +112,7 @@ class TransactionIndex:
         fd = self._file()
         size = len(entries) * ENTRY_SIZE
         try:
-            _write_all(fd, b"".join(_encode(txn) for txn in txns))
+            write_all(fd, b"".join(_encode(txn) for txn in txns))
         except OSError:
             os.ftruncate(fd, size)     # raises OSError itself if it cannot: the caller's undo
             raise
@@ -137,7 +138,7 @@ class TransactionIndex:
         """Replace the whole file with ``txns`` (a rebuild); no file if there are none.
         Nothing fsynced.  Raises OSError."""
         self.close()
-        _unlink_quietly(self.path)
+        unlink_quietly(self.path)
         self._entries = []
         self.append(list(txns))
 
@@ -160,7 +161,7 @@ class TransactionIndex:
     def delete(self) -> None:
         """Close and unlink the file."""
         self.close()
-        _unlink_quietly(self.path)
+        unlink_quietly(self.path)
         self._entries = []
 
     def _file(self) -> int:
@@ -193,16 +194,3 @@ def _decode(data: bytes, path: str) -> list[AbortedTxn]:
         entries.append(txn)
         last = txn.last_offset
     return entries
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -1,4 +1,4 @@
-"""The Trio server: accepts connections and serves one request at a time on each.
+"""One client connection: reads request frames, dispatches them, sends the responses in order.
 
 One request in flight per connection: the next frame is read only after the
 previous response was written, which keeps responses in request order and
@@ -18,19 +18,18 @@ closed after ``connections.max.idle.ms``; a request whose first bytes arrived
 must be complete within ``request.read.timeout.ms``; a frame's body is read
 only after its announced size was taken from the ``queued.max.request.bytes``
 budget shared by all connections, straight into one buffer of that size.
+
+Binding the listeners and accepting clients is kwire.server.serving; the request context
+and the limits are kwire.server.context; sending file records is kwire.server.sending.
 """
 from __future__ import annotations
 
 import collections
-import dataclasses
-import errno
 import functools
 import logging
-import math
 import os
 import socket
 from time import perf_counter
-from typing import Awaitable, Callable
 
 import trio
 
@@ -42,50 +41,18 @@ from kwire.codecs.framing import SIZE, FrameBuffer, frame_response, parse_reques
 from kwire.codecs.splice import encode_spliced, parts_size
 
 from kwire import handlers  # noqa: F401  (registers the handlers)
-from kwire.server.broker import Broker, Endpoint
-from kwire.transport.budget import ByteBudget
+from kwire.server.broker import Broker
+from kwire.server.context import ConnectionLimits, RequestContext  # noqa: F401  (RequestContext: imported from here)
+from kwire.server.sending import close_deferred, sendfile_all
 from kwire.transport.lowat import RCVLOWAT_MAX, set_rcvlowat
-from kwire.transport.listener import aclose_quietly, serve_listeners
 from kwire.handlers.registry import HANDLERS, Deferred
 from kwire.security.sasl import SaslError
 from kwire.security.sasl_session import SaslSession
-from kwire.security.listeners import ANONYMOUS, PLAINTEXT, ListenerContext, listener_context, secure
+from kwire.security.listeners import ANONYMOUS, PLAINTEXT, ListenerContext
 
 logger = logging.getLogger("kwire.server.connection")
 
 API_VERSIONS = 18
-
-
-async def _never() -> None:
-    await trio.sleep_forever()
-
-
-@dataclasses.dataclass
-class RequestContext:
-    broker: Broker
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    peer: str
-    # Returns when the client has closed its end while this request is handled (a long poll
-    # races it against its wait); never returns where that cannot be told.
-    wait_peer_closed: Callable[[], Awaitable[None]] = _never
-    listener: str = "PLAINTEXT"          # the name of the listener the request came through
-    principal: str = ANONYMOUS           # who the connection proved to be (TLS, SASL)
-    sasl: SaslSession | None = None      # the connection's SASL state on a SASL listener
-    host: str = "127.0.0.1"              # the client's address as ACL hosts name it
-
-    def allowed(self, operation, resource_type, name: str) -> bool:
-        """Whether the ACLs let this connection's principal do ``operation`` (an
-        kwire.admin.acls.AclOperation) on the resource; always True with no authorizer."""
-        return self.broker.acls.authorizer.authorize(self.principal, self.host, operation,
-                                                     resource_type, name)
-
-    def authorized(self, operation, resource_type, names) -> set[str]:
-        """The ``names`` this connection may ``operation`` (all of them with no authorizer)."""
-        return self.broker.acls.authorizer.filter_authorized(self.principal, self.host, operation,
-                                                             resource_type, names)
 
 
 def _flexible(api_key: int, api_version: int) -> bool | None:
@@ -93,26 +60,6 @@ def _flexible(api_key: int, api_version: int) -> bool | None:
     if handler is None or not handler.min_version <= api_version <= handler.max_version:
         return None
     return messages.request_is_flexible(api_key, api_version)
-
-
-def _seconds(ms: int) -> float:
-    """A timeout setting in seconds; a negative setting means no limit."""
-    return math.inf if ms < 0 else ms / 1000
-
-
-@dataclasses.dataclass
-class ConnectionLimits:
-    """Settings and shared state every connection of one listener obeys."""
-    max_frame_bytes: int
-    idle_s: float                 # connections.max.idle.ms
-    read_s: float                 # request.read.timeout.ms
-    budget: ByteBudget            # queued.max.request.bytes, shared by all connections
-
-    @classmethod
-    def from_config(cls, config) -> "ConnectionLimits":
-        return cls(config.socket_request_max_bytes, _seconds(config.value_of("connections.max.idle.ms")),
-                   _seconds(config.value_of("request.read.timeout.ms")),
-                   ByteBudget(config.value_of("queued.max.request.bytes")))
 
 
 # Requests whose decoded form keeps the record bytes: their budget is held until they are handled
@@ -547,45 +494,6 @@ class Connection:
         return fields
 
 
-def close_deferred(value) -> None:
-    """Release the file records (anything with ``close`` that is not bytes) inside a response's
-    fields or parts; nothing else is touched."""
-    if isinstance(value, dict):
-        value = list(value.values())
-    elif not isinstance(value, list):
-        if hasattr(value, "close") and hasattr(value, "size"):
-            value.close()
-        return
-    for item in value:
-        if isinstance(item, (dict, list)) or (hasattr(item, "close") and hasattr(item, "size")):
-            close_deferred(item)
-
-
-async def sendfile_all(stream: trio.SocketStream, fd: int, position: int, size: int) -> None:
-    """Stream ``size`` bytes of file ``fd`` from ``position`` to the socket.
-
-    Uses sendfile(2), waiting for writability when the socket buffer is full;
-    falls back to pread + send where sendfile is refused.  Cancel-safe only in
-    the sense that a cancelled send leaves the connection unusable (it is closed).
-    """
-    sock = stream.socket
-    end = position + size
-    while position < end:
-        try:
-            sent = os.sendfile(sock.fileno(), fd, position, end - position)
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(sock)
-            continue
-        except OSError as exc:
-            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                raise
-            await stream.send_all(os.pread(fd, end - position, position))
-            return
-        if sent == 0:
-            raise trio.BrokenResourceError(f"file ended {end - position} bytes early")
-        position += sent
-
-
 def peer_name(stream) -> str:
     """``host:port`` of the client of a socket stream or of a TLS stream (kwire.security.tls_stream)."""
     try:
@@ -593,115 +501,3 @@ def peer_name(stream) -> str:
     except (OSError, AttributeError):
         return "?"
     return f"{host}:{port}"
-
-
-async def handle_connection(broker: Broker, stream: trio.SocketStream,
-                            limits: ConnectionLimits | None = None,
-                            listener: ListenerContext = PLAINTEXT) -> None:
-    """Serve one client; never lets an exception escape (it would kill the server)."""
-    limit = broker.config.max_connections
-    if broker.connections >= limit:
-        logger.warning("refusing a connection: max.connections=%d reached", limit)
-        await stream.aclose()
-        return
-    broker.connections += 1
-    if broker.metrics is not None:
-        broker.metrics.connection_opened(listener.name)
-    conn = None
-    peer = peer_name(stream)      # now: once the client has gone, the socket no longer says
-    try:
-        if getattr(stream, "socket", None) is not None:   # in-memory test streams have no options
-            stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        secured = await secure(stream, listener, peer)
-        if secured is None:
-            return
-        conn = Connection(broker, secured[0], limits, listener, secured[1])
-        stream = conn.stream
-        await conn.serve()
-    except CloseConnection as exc:
-        logger.log(logging.DEBUG if exc.quiet else logging.INFO, "%s: closing connection: %s",
-                   peer, exc)
-    except CorruptFrame as exc:
-        logger.info("%s: closing connection: %s", peer, exc)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-        pass
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
-            logger.exception("%s: connection failed", peer)
-    except Exception:
-        logger.exception("%s: connection failed", peer)
-    finally:
-        if conn is not None:
-            conn.release_budget()
-        broker.connections -= 1
-        if broker.metrics is not None:
-            broker.metrics.connection_closed(listener.name)
-        await aclose_quietly(stream)
-
-
-async def bind_listeners(broker: Broker, host: str, port: int) -> list[tuple[ListenerContext, list]]:
-    """Bind every listener and fill ``broker.endpoints`` (the advertised endpoint of each, by
-    name) and ``broker.advertised`` (the first's); the first listener binds ``host:port``
-    instead of its configured address (the embedded broker passes port 0).  Raises OSError
-    (bind) and ConfigError (a TLS listener's ssl.* settings)."""
-    config = broker.config
-    bound = []
-    for i, listener in enumerate(config.listeners):
-        scram = getattr(getattr(broker, "scram", None), "store", None)   # kwire.security.scram_store
-        context = listener_context(config, listener, scram)
-        sockets = await trio.open_tcp_listeners(port if i == 0 else listener.port,
-                                                host=(host if i == 0 else listener.host) or None)
-        bound_host, bound_port = sockets[0].socket.getsockname()[:2]
-        broker.endpoints[listener.name] = advertised_endpoint(config, listener, bound_host, bound_port)
-        logger.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, bound_host, bound_port)
-        bound.append((context, sockets))
-    if broker.advertised is None:
-        broker.advertised = broker.endpoints[config.listeners[0].name]
-    return bound
-
-
-def advertised_endpoint(config, listener, bound_host: str, bound_port: int) -> Endpoint:
-    """The endpoint published for ``listener``: its advertised.listeners entry, with the bound
-    port where the listener's own port is advertised (possibly 0, ephemeral)."""
-    for entry in config.advertised_listeners:
-        if entry.name == listener.name:
-            port = bound_port if entry.port in (0, listener.port) else entry.port
-            return Endpoint(entry.host or bound_host, port)
-    return Endpoint(listener.host or bound_host, bound_port)
-
-
-async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Open the logs, listen, start housekeeping; ``task_status.started((host, port))`` when ready.
-
-    With ``zookeeper.connect`` the broker first reaches ZooKeeper and settles the cluster id
-    (kwire.cluster.node), and accepts connections only once it is registered and has applied
-    the cluster's state.  Raises ZooKeeperUnavailable, ClusterIdMismatch or BrokerIdInUse."""
-    if broker.cluster is not None:
-        await broker.cluster.connect()
-    broker.open()
-    try:
-        async with trio.open_nursery() as nursery:
-            limits = ConnectionLimits.from_config(broker.config)
-            bound = await bind_listeners(broker, host, port)
-            bound_host, bound_port = bound[0][1][0].socket.getsockname()[:2]
-            if broker.cluster is not None:
-                await nursery.start(broker.cluster.run)
-            for context, sockets in bound:
-                await nursery.start(functools.partial(
-                    serve_listeners, functools.partial(handle_connection, broker, limits=limits, listener=context),
-                    sockets, handler_nursery=nursery, open_connections=lambda: broker.connections))
-            await nursery.start(broker.run_housekeeping)
-            await nursery.start(broker.cleaner.run)
-            await nursery.start(broker.groups.run_timers)
-            await nursery.start(broker.transactions.run_timers)
-            await nursery.start(broker.shares.run_timers)
-            if broker.metrics is not None:
-                from kwire.metrics.http import serve_metrics       # prometheus_client only when asked for
-                broker.metrics_endpoint = await nursery.start(
-                    serve_metrics, broker, broker.config.value_of("prometheus.listener"))
-            logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,
-                        bound_port, broker.cluster_id)
-            task_status.started((bound_host, bound_port))
-    finally:
-        broker.close()
-        logger.info("kwire stopped cleanly")

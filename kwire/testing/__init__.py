@@ -43,7 +43,7 @@ import trio
 from kwire.admin.broker_config import load_broker_config
 
 from kwire.server.broker import Broker
-from kwire.server.connection import serve
+from kwire.server.serving import serve
 from kwire.testing.process import BrokerProcess, BrokerStartError, broker_process
 
 __all__ = ["BrokerProcess", "BrokerStartError", "EmbeddedBroker", "broker", "broker_process",

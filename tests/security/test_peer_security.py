@@ -18,7 +18,7 @@ from kwire.server.broker import Broker
 from kwire.transport.peer import PeerConnection, PeerError
 from kwire.security.peer import PeerConnector
 from kwire.security.scram import scram_credential
-from kwire.server.connection import serve
+from kwire.server.serving import serve
 from tests.support.certs import CertificateAuthority
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -29,7 +29,8 @@ from kwire.codecs import messages
 from kwire.codecs.errors import ErrorCode as E
 from kwire.handlers.fetch import FileRecords
 from kwire.log.slices import FileSlice
-from kwire.server.connection import close_deferred, handle_connection
+from kwire.server.connection import close_deferred
+from kwire.server.serving import handle_connection
 from tests.log.logkit import build_batch, decode
 
 SIZE = struct.Struct(">i")

@@ -16,7 +16,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kwire.admin.broker_config import broker_config_from_properties
 from kwire.server.broker import Broker
 from kwire.transport.budget import ByteBudget
-from kwire.server.connection import serve
+from kwire.server.serving import serve
 
 
 def run_with_broker(tmp_path, scenario, **props):
