@@ -33,7 +33,7 @@ input is not this format, and nothing else.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .acls import (
     AccessControlEntry, AclBinding, AclChange, AclOperation, AclPermissionType, AclStore, PatternType,
@@ -164,13 +164,26 @@ def to_znodes(store: AclStore) -> dict[str, bytes]:
     return {znode_path(pattern): encode_znode(store.entries(pattern)) for pattern in store.patterns()}
 
 
-def from_znodes(znodes: Mapping[str, bytes | None]) -> AclStore:
-    """A store from resource znodes (path -> data), as read at start-up; raises AclFormatError."""
-    bindings = []
+def from_znodes(znodes: Mapping[str, bytes | None],
+                on_error: Callable[[str, ResourcePattern, AclFormatError], Iterable[AccessControlEntry]]
+                | None = None) -> AclStore:
+    """A store from resource znodes (path -> data), as read at start-up.
+
+    A path that names no resource pattern raises AclFormatError.  So does data that is not a
+    resource znode's, unless ``on_error`` is given: the pattern then gets the entries
+    ``on_error(path, pattern, error)`` returns (which may raise instead).
+    """
+    store = AclStore()
     for path, data in znodes.items():
         pattern = parse_znode_path(path)
-        bindings.extend(AclBinding.of(pattern, entry) for entry in decode_znode(data))
-    return AclStore(bindings)
+        try:
+            entries = decode_znode(data)
+        except AclFormatError as exc:
+            if on_error is None:
+                raise
+            entries = on_error(path, pattern, exc)
+        store.apply(AclChange(added=tuple(AclBinding.of(pattern, entry) for entry in entries)))
+    return store
 
 
 def zk_writes(store: AclStore, change: AclChange) -> dict[str, bytes | None]:

@@ -116,7 +116,9 @@ def phase_of(view: ClusterView, tp: TopicPartition) -> PartitionPhase:
 
 
 def apply_writes(view: ClusterView, writes: Iterable[StateWrite]) -> ClusterView:
-    """The view after ``writes`` succeed (for tests, and for a driver's "what remains")."""
+    """The view after ``writes`` succeed, each state at the znode version its write
+    produces: what the next read of ZooKeeper shows.  The driver reads ZooKeeper again
+    instead (``kwire.cluster.node``); tests use this to follow decisions step by step."""
     states = dict(view.states)
     for w in writes:
         states[(w.topic, w.partition)] = dataclasses.replace(w.state, version=w.expected_version + 1)

@@ -92,16 +92,6 @@ def topic_path(topic: str) -> str:
     return f"{TOPICS}/{topic}"
 
 
-def partitions_path(topic: str) -> str:
-    """``/brokers/topics/<t>/partitions``."""
-    return f"{TOPICS}/{topic}/partitions"
-
-
-def partition_path(topic: str, partition: int) -> str:
-    """``/brokers/topics/<t>/partitions/<p>``."""
-    return f"{TOPICS}/{topic}/partitions/{partition}"
-
-
 def partition_state_path(topic: str, partition: int) -> str:
     """``/brokers/topics/<t>/partitions/<p>/state``: leader, leader_epoch, isr."""
     return f"{TOPICS}/{topic}/partitions/{partition}/state"

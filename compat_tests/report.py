@@ -1,4 +1,5 @@
-"""The client x scenario table, side-by-side comparisons and the FINDINGS.md allow-list."""
+"""The client x scenario table of one run, and the FINDINGS.md allow-list that explains its
+failures and skips (``unexpected``, ``stale``)."""
 from __future__ import annotations
 
 import re
@@ -35,23 +36,6 @@ def table(results: list[dict], title: str = "") -> str:
         lines.append("")
         for r in notes:
             lines.append(f"  {MARK[r['status']]:4} {r['client']} / {r['scenario']}: {r.get('reason') or ''}")
-    return "\n".join(lines)
-
-
-def side_by_side(runs: dict[str, list[dict]]) -> str:
-    """One row per scenario, one column per (broker, client): e.g. kwire and Tansu next to each other."""
-    brokers = list(runs)
-    clients = list(dict.fromkeys(r["client"] for rs in runs.values() for r in rs))
-    scenarios = list(dict.fromkeys(r["scenario"] for rs in runs.values() for r in rs))
-    cells = {(b, r["client"], r["scenario"]): MARK[r["status"]] for b, rs in runs.items() for r in rs}
-    w0 = max(len(s) for s in scenarios + ["scenario"])
-    head = [f"{c}" for c in clients]
-    widths = [max(len(h), len(" / ".join(brokers)) + 4 * len(brokers)) for h in head]
-    lines = [f"{'':{w0}}   " + " | ".join(f"{h:{w}}" for h, w in zip(head, widths)),
-             f"{'scenario':{w0}}   " + " | ".join(f"{' / '.join(brokers):{w}}" for w in widths)]
-    for s in scenarios:
-        row = [" / ".join(cells.get((b, c, s), "-") for b in brokers) for c in clients]
-        lines.append(f"{s:{w0}}   " + " | ".join(f"{v:{w}}" for v, w in zip(row, widths)))
     return "\n".join(lines)
 
 

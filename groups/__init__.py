@@ -1,11 +1,21 @@
-"""Consumer group coordinator: Kafka's classic group protocol, sans-I/O.
+"""The coordinators behind Kafka's internal topics, sans-I/O, and those topics' record layouts.
 
-``GroupCoordinator`` takes requests as plain values with the time passed in
-and returns an ``Outcome`` (records to append to ``__consumer_offsets``,
-completed parked responses, the call's own result, the next timer);
-``replay`` rebuilds it from those records.  Group states follow one table of
-valid transitions (``VALID_PREVIOUS_STATES``).  Nothing here reads a clock or
-touches a socket.
+* ``GroupCoordinator`` (``coordinator`` and the managers it holds): classic groups,
+  KIP-848 consumer groups with their server-side assignors, mixed groups, committed
+  offsets; records in ``__consumer_offsets`` (``records``, ``consumer_records``).
+* ``ShareCoordinator`` (``share_coordinator``): KIP-932 share groups and the delivery state
+  of their share-partitions; records in ``__consumer_offsets`` (``share_group_records``)
+  and ``__share_group_state`` (``share_records``).
+* ``TransactionCoordinator`` (``txn_coordinator``): KIP-98 transactions; records in
+  ``__transaction_state`` (``txn_records``).
+* ``internal_topics``: the one table of those topics and the broker keys that shape them.
+
+Each coordinator takes requests as plain values with the time passed in (``now_ms``) and
+returns its own result: the records to append and what the caller does next
+(``GroupCoordinator``'s ``Outcome`` also carries completed parked responses and the next
+timer); ``replay`` rebuilds it from its records.  States follow one table of valid
+transitions per kind of group.  Nothing here reads a clock or touches a socket.  This
+package exports the classic ``GroupCoordinator``'s API; import the others from their modules.
 """
 from .coordinator import GroupCoordinator, partition_for
 from .group import VALID_PREVIOUS_STATES, GroupState, InvalidTransition

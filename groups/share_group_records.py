@@ -48,6 +48,7 @@ encode_share_target_member, decode_share_target_member = encode_target_member, d
 
 @dataclass(frozen=True)
 class ShareKey:
+    """The key of a share-group record in ``__consumer_offsets`` (``decode_share_key``)."""
     record_type: int
     group_id: str
     member_id: str | None = None     # types 10, 13, 14

@@ -16,7 +16,7 @@ from kwire.server.broker import Broker
 from kwire.runtime.logging_setup import FORMATS, configure as configure_logging
 from kwire.security.peer import PeerConnector
 from kwire.security.listeners import listener_context
-from kwire.server.connection import serve
+from kwire.server.serving import serve
 
 
 def parse_args(argv):
@@ -54,7 +54,7 @@ DELEGATED = {
     "spark-demo": ("kwire.spark.cli", "run the Spark Structured Streaming demo pipeline on kwire"),
     "compat": ("kwire.compat_tests.cli", "run the client x scenario compatibility matrix against a broker"),
     "dev-cluster": ("kwire.testing.dev_cluster", "start ZooKeeper and N replicated brokers on loopback (Ctrl-C stops them)"),
-    "scram": ("kwire.tools.scram", "set, delete or describe SCRAM users on a running broker (kafka-configs.sh --entity-type users)"),
+    "scram": ("kwire.tools.users:scram_main", "set, delete or describe SCRAM users (the older name of `kwire users`)"),
     "topics": ("kwire.tools.topics", "list, describe, create, alter or delete topics (kafka-topics.sh)"),
     "groups": ("kwire.tools.groups", "list, describe, reset offsets of or delete consumer groups (kafka-consumer-groups.sh)"),
     "configs": ("kwire.tools.configs", "describe or alter topic and broker configs (kafka-configs.sh)"),
@@ -62,7 +62,7 @@ DELEGATED = {
     "consume": ("kwire.tools.console:consumer_main", "the console consumer: records printed as lines or JSON (kafka-console-consumer.sh)"),
     "perf": ("kwire.tools.perf", "produce or consume throughput and latency (kafka-producer/consumer-perf-test.sh)"),
     "acls": ("kwire.tools.acls", "list, add or remove ACLs (kafka-acls.sh)"),
-    "users": ("kwire.tools.users", "set, delete or describe SCRAM users (kafka-configs.sh --entity-type users)"),
+    "users": ("kwire.tools.users", "set, delete or describe SCRAM users (kafka-configs.sh --entity-type users; alias: scram)"),
 }
 
 

@@ -44,8 +44,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kwire.admin import acl_formats as fmt
 from kwire.admin.acls import (
-    OK, AccessControlEntry, AclBinding, AclBindingFilter, AclError, AclStore, Authorizer, AuthorizerConfig,
-    DeleteResult, PatternType, ResourcePattern, check_filter,
+    OK, AccessControlEntry, AclBinding, AclBindingFilter, AclChange, AclError, AclStore, Authorizer,
+    AuthorizerConfig, DeleteResult, PatternType, ResourcePattern, check_filter,
 )
 from kwire.codecs.errors import ErrorCode
 
@@ -170,10 +170,13 @@ class AclZnodes:
                 raise VersionConflict(f"{path}: {type(failed[0]).__name__}")
             raise failed[0]
 
-    def update(self, pattern: ResourcePattern, change: Callable[[list], list], timeout: float):
-        """Kafka's ``updateResourceAcls``: read the pattern's ACLs, ``change`` them, write them
-        back conditionally (with the notice), retrying on a version conflict.  Returns
-        (ACLs before, ACLs after); nothing is written when ``change`` changes nothing.
+    def update(self, pattern: ResourcePattern, change: Callable[[AclStore], AclChange], timeout: float):
+        """Kafka's ``updateResourceAcls``: read the pattern's ACLs, write them back changed,
+        conditionally (with the notice), retrying on a version conflict.  ``change(store)``
+        gets a store of the pattern's ACLs as ZooKeeper holds them and returns the prepared
+        change of that pattern (``AclStore.prepare_create``/``prepare_delete``); the bytes are
+        ``kwire.admin.acl_formats.zk_writes``'.  Returns (ACLs before, ACLs after); nothing
+        is written when the change is empty.
 
         Raises AclWriteFailed (conflicts kept coming, out of time, a damaged znode) or kazoo's
         exception."""
@@ -185,12 +188,14 @@ class AclZnodes:
                 before = fmt.decode_znode(data)
             except fmt.AclFormatError as exc:
                 raise AclWriteFailed(f"{path} cannot be read: {exc}") from None
-            after = change(before)
-            if set(after) == set(before):
+            store = AclStore(AclBinding.of(pattern, entry) for entry in before)
+            prepared = change(store)
+            if prepared.is_empty:
                 return before, before
             try:
-                self.write(path, fmt.encode_znode(after) if after else None, version, notice, _left(deadline))
-                return before, after
+                self.write(path, fmt.zk_writes(store, prepared)[path], version, notice, _left(deadline))
+                store.apply(prepared)
+                return before, list(store.entries(pattern))
             except VersionConflict:
                 logger.debug("%s changed meanwhile (attempt %d); reading it again", path, attempt + 1)
                 time.sleep(min(random.uniform(*RETRY_BACKOFF_S), _left(deadline)))
@@ -284,19 +289,15 @@ class ZkAclService:
         for root in CHANGE_ROOTS:
             seen = await run_detached(self.znodes.notices, root, self._changed_threadsafe)
             last[root] = seen[-1][0] if seen else -1
-        found = await run_detached(self.znodes.read_all)
-        store = AclStore()
-        for path, data in found.items():
-            pattern = fmt.parse_znode_path(path)      # read_all lists known resource types only
-            try:
-                entries = fmt.decode_znode(data)
-            except fmt.AclFormatError as exc:
-                if strict:
-                    raise ValueError(f"the ACLs in ZooKeeper cannot be read: {exc}; repair or remove "
-                                     f"{path}") from None
-                logger.error("ACL znode %s cannot be read (%s); keeping its previous ACLs", path, exc)
-                entries = self.store.entries(pattern)
-            store.set_entries(pattern, entries)
+        found = await run_detached(self.znodes.read_all)     # known resource types only
+
+        def unreadable(path: str, pattern: ResourcePattern, exc: fmt.AclFormatError):
+            if strict:
+                raise ValueError(f"the ACLs in ZooKeeper cannot be read: {exc}; repair or remove "
+                                 f"{path}") from None
+            logger.error("ACL znode %s cannot be read (%s); keeping its previous ACLs", path, exc)
+            return self.store.entries(pattern)
+        store = fmt.from_znodes(found, on_error=unreadable)
         self.store = self.authorizer.store = store
         self._last_seq = last
         logger.info("loaded %d ACL(s) from ZooKeeper", len(store))
@@ -365,7 +366,8 @@ class ZkAclService:
             if error is OK:
                 wanted.setdefault(binding.pattern, {})[binding.entry] = None
         failures = await self._update_all({
-            pattern: (lambda before, new=tuple(entries): list(dict.fromkeys([*before, *new])))
+            pattern: (lambda store, new=tuple(AclBinding.of(pattern, e) for e in entries):
+                      store.prepare_create(new, zookeeper=True)[1])
             for pattern, entries in wanted.items()})
         return [AclError(ErrorCode.UNKNOWN_SERVER_ERROR, failures[b.pattern])
                 if error is OK and b.pattern in failures else error for b, error in zip(bindings, errors)]
@@ -382,8 +384,7 @@ class ZkAclService:
         updates = {}
         for pattern in candidates:
             matching = [f for f in valid if f.matches_pattern(pattern)]
-            updates[pattern] = (lambda before, fs=matching: [e for e in before
-                                                            if not any(f.matches_entry(e) for f in fs)])
+            updates[pattern] = lambda store, fs=matching: store.prepare_delete(fs)[1]
         removed: dict[ResourcePattern, list[AccessControlEntry]] = {}
         failures = await self._update_all(updates, removed)
         results = []

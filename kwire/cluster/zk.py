@@ -1,15 +1,24 @@
-"""The one adapter between kwire and ZooKeeper (kazoo).
+"""A broker's ZooKeeper session (kazoo) and the cluster's own znodes.
 
-Every method here blocks (kazoo's synchronous API) and is called from a
-worker thread by ``kwire.cluster.node``; nothing here touches broker state.
-Watches and session changes come back on kazoo's own thread through two
-callbacks given at construction: ``on_change()`` (something we read changed:
-read again) and ``on_session(state)`` ("connected", "suspended", "lost").
-The cluster node turns both into Trio wake-ups through its Trio token, so
-ZooKeeper events cross into Trio through one door.
+``ZooKeeperClient`` owns the broker's one ``KazooClient``, so one session: it connects,
+registers the broker, elects the controller and reads and writes brokers, topics, partition
+states, configs and the admin requests (controlled shutdown, preferred election, producer
+id blocks), in Kafka's layout (``kwire.admin.zk_layout``), so ``zkCli.sh`` shows what an
+operator of a ZooKeeper-era Kafka cluster expects.  ``kwire.cluster.node`` drives it.
 
-The data layout is Kafka's (``kwire.admin.zk_layout``), so ``zkCli.sh``
-shows what an operator of a ZooKeeper-era Kafka cluster expects.
+Two other modules call kazoo themselves, on this session's client (``ZooKeeperClient.client``):
+``kwire.cluster.acl_store`` (``/kafka-acl*``) and ``kwire.cluster.scram_store``
+(``/config/users``, ``/config/changes``).  Each keeps Kafka's rules for its znodes next to
+the service that uses them: conditional read-modify-write transactions with their change
+notices, retries, notice listeners and purging, and its own session listener.  Nothing else
+in kwire imports kazoo (outside ``kwire.testing``).
+
+Every method here blocks (kazoo's synchronous API) and is called from a worker thread;
+nothing here touches broker state.  Watches and session changes come back on kazoo's own
+thread through two callbacks given at construction: ``on_change()`` (something we read
+changed: read again) and ``on_session(state)`` ("connected", "suspended", "lost").  They,
+and the two stores' callbacks, reach Trio only through ``post_to_trio``, the one door from
+kazoo's threads into broker state.
 """
 from __future__ import annotations
 
@@ -186,14 +195,6 @@ class ZooKeeperClient:
             if isinstance(results[0], NodeExistsError):
                 return None              # another broker became controller first
             # the epoch moved or appeared meanwhile (a controller came and went): read again
-
-    def resign_controller(self, broker_id: int) -> None:
-        try:
-            data, _ = self.client.get(layout.CONTROLLER)
-            if layout.decode_controller(data) == broker_id:
-                self.client.delete(layout.CONTROLLER)
-        except NoNodeError:
-            pass
 
     # -- reading the cluster --------------------------------------------------------------
     def read_snapshot(self) -> Snapshot:

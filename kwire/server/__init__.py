@@ -1,1 +1,1 @@
-"""The Trio server: the broker object shared by every connection, and one loop per connection that reads, dispatches and answers requests."""
+"""The Trio server: the broker object every connection shares, the accept side that starts it, and one loop per connection that reads, dispatches and answers requests."""

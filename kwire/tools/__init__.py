@@ -1,2 +1,3 @@
 """The operator commands: ``kwire topics``, ``groups``, ``configs``, ``produce``, ``consume``,
-``perf``.  Kafka clients on kafka-python, with Kafka's option names (kwire.tools.common)."""
+``perf``, ``acls`` and ``users`` (alias ``scram``).  Kafka clients on kafka-python, with Kafka's
+option names (kwire.tools.common)."""

@@ -1,5 +1,6 @@
-"""``kwire users``: set, delete and describe SCRAM credentials, as ``kafka-configs.sh
---entity-type users`` does (AlterUserScramCredentials, DescribeUserScramCredentials).
+"""``kwire users`` (alias ``kwire scram``): set, delete and describe SCRAM credentials, as
+``kafka-configs.sh --entity-type users`` does (AlterUserScramCredentials,
+DescribeUserScramCredentials).
 
     kwire users set --user U [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N]
                     (--password P | --password-file F)
@@ -17,7 +18,20 @@ Every command takes ``--bootstrap-server``, ``--command-config`` and ``--output 
 (kwire.tools.common).  The password never reaches the broker: the client salts it (a random
 salt, PBKDF2 of ``--iterations`` rounds, 4096..16384) and sends the salted password.
 ``--password-file F`` reads the first line of F (``-``: standard input), keeping the password
-out of the process list.  ``kwire scram`` does the same with its older options.
+out of the process list.
+
+``kwire scram`` (``python -m kwire.tools.scram``) is this command under its older name, with its
+older options before the command, which every spelling accepts::
+
+    kwire scram --bootstrap-server HOST:PORT [--client-config KEY=VALUE ...] [--timeout-ms N] \\
+        set|delete|describe ...
+
+``--client-config`` passes a kafka-python KafkaAdminClient keyword (e.g.
+``security_protocol=SASL_SSL``); ``--timeout-ms`` bounds the wait for the broker and for each
+answer (kafka-python's default: 30000).  Under that name ``--bootstrap-server`` is required
+before the command, as it always was, and ``describe`` prints kafka-configs.sh's lines
+("SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192")
+instead of a table.  Exit codes: 0 done, 1 the broker refused (or is unreachable), 2 bad arguments.
 """
 from __future__ import annotations
 
@@ -27,17 +41,29 @@ import sys
 from typing import Sequence
 
 from kwire.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
-from kwire.tools.scram import MECHANISMS, read_password
 
-from kwire.tools.common import ToolError, UsageError, client_config, dispatch, emit, tool_parser
+from kwire.tools.common import (
+    DEFAULT_BOOTSTRAP, ToolError, UsageError, client_config, dispatch, emit, tool_parser,
+)
 
+MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ACTIONS = {"--alter": "alter", "--describe": "describe"}
 _SCRAM_CONFIG = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*", re.IGNORECASE)
+_NAME_OF = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}      # Kafka's ScramMechanism types
 
 
 # -- arguments --------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    parser, command = tool_parser("kwire users", __doc__)
+def build_parser(name: str = "users") -> argparse.ArgumentParser:
+    """The one parser of ``kwire users`` and of its alias ``kwire scram`` (``name``)."""
+    parser, command = tool_parser(f"kwire {name}", __doc__)
+    parser.set_defaults(tool=name)
+    parser.add_argument("--bootstrap-server", dest="bootstrap_before_command", metavar="HOST:PORT",
+                        required=name == "scram",     # as kwire scram always required it
+                        help="kwire scram's place for it: before the command")
+    parser.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a kafka-python KafkaAdminClient keyword argument (repeatable)")
+    parser.add_argument("--timeout-ms", type=int,
+                        help="how long to wait for the broker and for each answer (default 30000)")
 
     p = command("set", "add or replace a user's SCRAM credential for one mechanism")
     p.add_argument("--user", required=True)
@@ -84,10 +110,49 @@ def parse_add_config(text: str) -> tuple[str, int, str]:
     return match.group(1).upper(), iterations, fields["password"]
 
 
+def client_keywords(pairs: Sequence[str]) -> dict:
+    """``--client-config KEY=VALUE`` strings -> keyword arguments (integers and true/false
+    converted).  Raises UsageError for a pair without ``=``."""
+    out: dict = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--client-config {pair!r}: expected KEY=VALUE")
+        if value.lstrip("-").isdigit():
+            out[key] = int(value)
+        elif value.lower() in ("true", "false"):
+            out[key] = value.lower() == "true"
+        else:
+            out[key] = value
+    return out
+
+
+def read_password(args) -> str:
+    """The password from ``--password`` or the first line of ``--password-file``.
+    Raises OSError for an unreadable file, ValueError for an empty password."""
+    if args.password is not None:
+        password = args.password
+    elif args.password_file == "-":
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        with open(args.password_file, encoding="utf-8") as f:
+            password = f.readline().rstrip("\r\n")
+    if not password:
+        raise ValueError("the password is empty")
+    return password
+
+
 # -- set, delete, describe --------------------------------------------------------------------
 def open_admin(args: argparse.Namespace):
+    """The admin client of ``--bootstrap-server`` (either place), ``--command-config``,
+    ``--client-config`` and ``--timeout-ms``.  Raises UsageError."""
     from kafka.admin import KafkaAdminClient
-    return KafkaAdminClient(**client_config(args, client_id="kwire-users"))
+    if args.bootstrap_before_command and args.bootstrap_server == DEFAULT_BOOTSTRAP:
+        args.bootstrap_server = args.bootstrap_before_command
+    extra = client_keywords(args.client_config)
+    if args.timeout_ms is not None:
+        extra = {"request_timeout_ms": args.timeout_ms, "bootstrap_timeout_ms": args.timeout_ms, **extra}
+    return KafkaAdminClient(**client_config(args, client_id=f"kwire-{args.tool}", **extra))
 
 
 def alter_one(args: argparse.Namespace, alteration, done: str) -> None:
@@ -134,16 +199,16 @@ def alter(args: argparse.Namespace) -> None:
 
 
 def describe(args: argparse.Namespace) -> int:
-    from kafka.admin import ScramMechanism
     with open_admin(args) as admin:
         described = admin.describe_user_scram_credentials(args.users)
+    if args.tool == "scram" and args.output == "table":
+        return _print_kafka_configs_lines(described)
     rows, errors = [], []
     for user, d in sorted(described.items()):
         if d["error"] is not None:
-            errors.append(f"Error retrieving SCRAM credential configs for user-principal '{user}': {d['error']}")
-        for info in d["credential_infos"]:
-            mechanism = ScramMechanism(info["mechanism"]).name.replace("_", "-")
-            rows.append({"user": user, "mechanism": mechanism, "iterations": info["iterations"]})
+            errors.append(_describe_error(user, d["error"]))
+        rows += [{"user": user, "mechanism": mechanism, "iterations": iterations}
+                 for mechanism, iterations in _credentials(d)]
     emit(args, {"users": rows, "errors": errors}, ["USER", "MECHANISM", "ITERATIONS"],
          [[r["user"], r["mechanism"], r["iterations"]] for r in rows])
     for line in errors:
@@ -151,12 +216,42 @@ def describe(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _print_kafka_configs_lines(described: dict) -> int:
+    """kafka-configs.sh's describe output on stdout, one line per user in the broker's order
+    (an error in place of a user's line); the exit code."""
+    code = 0
+    for user, d in described.items():
+        if d["error"] is not None:
+            print(_describe_error(user, d["error"]))
+            code = 1
+            continue
+        text = ", ".join(f"{mechanism}=iterations={iterations}" for mechanism, iterations in _credentials(d))
+        print(f"SCRAM credential configs for user-principal '{user}' are {text}")
+    return code
+
+
+def _describe_error(user: str, error: str) -> str:
+    return f"Error retrieving SCRAM credential configs for user-principal '{user}': {error}"
+
+
+def _credentials(described_user: dict) -> list[tuple[str, int]]:
+    """(mechanism name, iterations) of one user's DescribeUserScramCredentials result."""
+    return [(_NAME_OF.get(int(i["mechanism"]), i["mechanism"]), i["iterations"])
+            for i in described_user["credential_infos"]]
+
+
 COMMANDS = {"set": set_credential, "delete": delete_credential, "describe": describe, "alter": alter}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``kwire users ...``; returns the exit code (0, 1 refused/unreachable, 2 bad arguments)."""
-    return dispatch(argv, build_parser(), ACTIONS, COMMANDS)
+def main(argv: Sequence[str] | None = None, *, name: str = "users") -> int:
+    """``kwire users ...`` (``name="scram"``: ``kwire scram ...``); returns the exit code
+    (0, 1 refused/unreachable, 2 bad arguments)."""
+    return dispatch(argv, build_parser(name), ACTIONS, COMMANDS)
+
+
+def scram_main(argv: Sequence[str] | None = None) -> int:
+    """``kwire scram ...``: the same command under its older name."""
+    return main(argv, name="scram")
 
 
 if __name__ == "__main__":
