@@ -24,6 +24,7 @@ import dataclasses
 import struct
 
 from .errors import CorruptFrame
+from .primitives import read_uvarint
 
 SIZE = struct.Struct(">i")
 HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id len
@@ -161,23 +162,6 @@ def parse_request_header(frame: bytes, *, flexible_for) -> RequestHeader:
     if flexible_for(api_key, api_version):
         pos = skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
-
-
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Decode an unsigned varint at ``pos``; raises ``CorruptFrame``."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise CorruptFrame("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise CorruptFrame("varint too long")
 
 
 def skip_tagged_fields(buf: bytes, pos: int) -> int:

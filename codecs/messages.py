@@ -31,6 +31,7 @@ position is known structurally (no markers searched for in the output).
 from __future__ import annotations
 
 import struct
+import types
 import uuid
 
 from kafka.protocol import admin as _admin
@@ -38,9 +39,11 @@ from kafka.protocol import consumer as _consumer
 from kafka.protocol import metadata as _metadata
 from kafka.protocol import producer as _producer
 from kafka.protocol import sasl as _sasl
+from kafka.protocol.api_data import ApiData as _ApiData
 
 from . import specs as _specs
 from .errors import CorruptFrame
+from .primitives import uvarint
 
 _MODULES = (_admin, _consumer, _metadata, _producer, _sasl)
 
@@ -113,7 +116,6 @@ def decode_request(api_key: int, api_version: int, frame: bytes, offset: int):
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
-_UVARINT_1 = [bytes((i,)) for i in range(0x80)]
 _ZERO_UUID = bytes(16)
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 _FIXED = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q",
@@ -123,18 +125,6 @@ _FIXED = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q",
  _STRUCTS, _STRUCT, _ARRAY_FIXED, _ARRAY) = range(11)
 _SIMPLE = {"string": _STRING, "bytes": _BYTES, "records": _RECORDS, "uuid": _UUID,
            "bitfield": _BITFIELD}
-
-
-def uvarint(n: int) -> bytes:
-    """An unsigned varint (Kafka's flexible-version lengths and tags)."""
-    if n < 0x80:
-        return _UVARINT_1[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class _Plan:
@@ -206,6 +196,7 @@ def _plan(schema, version: int, flexible: bool, path: str) -> _Plan:
 
 
 _PLANS: dict[tuple[int, int], _Plan] = {}
+_DATA_PLANS: dict[tuple[int, int], _Plan] = {}    # (id of a data spec's schema, version); schemas live forever
 
 
 def _response_plan(api_key: int, api_version: int) -> _Plan:
@@ -328,6 +319,24 @@ def encode_spliced(api_key: int, api_version: int, fields: dict) -> list:
     _walk(_response_plan(api_key, api_version), fields, buf, parts)
     parts.append(bytes(buf))
     return parts
+
+
+def data_spec(name: str):
+    """``(schema, flexible_version_q, versions)`` of the data spec ``codecs/specs/<name>.json``
+    (a coordinator record's key or value), loaded by kafka-python's generator."""
+    cls = types.new_class(name, (_ApiData,), {"load_json": _specs})
+    return cls._struct, cls.flexible_version_q, range(cls.min_version, cls.max_version + 1)
+
+
+def encode_data(schema, version: int, flexible: bool, fields: dict) -> bytes:
+    """Encode one struct of a kafka-python schema (a ``data`` spec's ``_struct``) at
+    ``version``, as a response body is encoded; raises as ``encode_spliced``."""
+    plan = _DATA_PLANS.get((id(schema), version))
+    if plan is None:
+        plan = _DATA_PLANS[(id(schema), version)] = _plan(schema, version, flexible, f"{schema.name} v{version}")
+    buf = bytearray()
+    _walk(plan, fields, buf, None)
+    return bytes(buf)
 
 
 def encode_response(api_key: int, api_version: int, fields: dict) -> bytes:

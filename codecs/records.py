@@ -47,7 +47,8 @@ from typing import Iterator, NamedTuple
 import crc32c
 
 from . import compression, validation
-from .errors import ErrorCode, KafkaApiError
+from .errors import CorruptFrame, ErrorCode, KafkaApiError
+from .primitives import read_varint as _read_varint, varint as _varint
 from .validation import NO_RULES, RecordRules
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -393,17 +394,6 @@ _MARKER_VALUE = struct.Struct(">hi")     # version, coordinatorEpoch
 NO_COORDINATOR_EPOCH = -1
 
 
-def _varint(value: int) -> bytes:
-    """Zigzag varint of a small non-negative or negative int (Kafka's ByteUtils.writeVarint)."""
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag > 0x7F:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def build_control_batch(producer_id: int, producer_epoch: int, commit: bool,
                         coordinator_epoch: int, timestamp_ms: int) -> bytes:
     """A complete, CRC-valid end-transaction marker batch, as Kafka's
@@ -457,7 +447,7 @@ def control_marker(buf, header: BatchHeader) -> tuple[int, int] | None:
             version, coordinator_epoch = _MARKER_VALUE.unpack_from(body, position)
             if version < 0:
                 raise ValueError(f"end transaction marker version {version}")
-    except (ValueError, IndexError, struct.error, KafkaApiError) as exc:
+    except (ValueError, IndexError, struct.error, CorruptFrame, KafkaApiError) as exc:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"undecodable control record in batch at offset "
                             f"{header.base_offset}: {exc}") from None
@@ -486,19 +476,6 @@ def compression_of(buf, header: BatchHeader) -> str:
 
 # -- record timestamps: the one place records are decoded (ListOffsets by time) --
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (value >> 1) ^ -(value & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def _payload(buf, header: BatchHeader) -> bytes:
     """The records of the batch at ``header.position``, decompressed.  Raises KafkaApiError."""
     body = bytes(memoryview(buf)[header.position + HEADER_SIZE:header.position + header.size])
@@ -526,7 +503,7 @@ def record_timestamps(buf, header: BatchHeader) -> Iterator[tuple[int, int]]:
                 timestamp = header.base_timestamp + ts_delta
             yield header.base_offset + offset_delta, timestamp
             position = next_record
-    except (ValueError, IndexError, KeyError, struct.error, KafkaApiError) as exc:
+    except (ValueError, IndexError, KeyError, struct.error, CorruptFrame, KafkaApiError) as exc:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"undecodable records in batch at position {header.position}: {exc}"
                             ) from None
@@ -568,7 +545,7 @@ def batch_records(buf, header: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
             value_length, at = _read_varint(body, at)
             spans.append(RecordSpan(offset_delta, key, value_length < 0, position, end))
             position = end
-    except (ValueError, IndexError, KafkaApiError) as exc:
+    except (ValueError, IndexError, CorruptFrame, KafkaApiError) as exc:
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE,
                             f"undecodable records in batch at offset {header.base_offset}: "
                             f"{getattr(exc, 'message', exc)}") from None

@@ -29,13 +29,13 @@ Keys                                          Values (int16 version 0, then)
 """
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
 
+from kwire.codecs.primitives import INT8, uvarint as _uvarint
+
 from .records import INT16, INT32, GroupRecordError, _Reader, _string
 
-INT8 = struct.Struct(">b")
 VALUE_VERSION = 0
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
@@ -100,18 +100,6 @@ def decode_consumer_key(key: bytes) -> ConsumerKey | None:
 
 
 # -- flexible writing ----------------------------------------------------------
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _cstring(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
@@ -176,42 +164,13 @@ def encode_current_assignment(c: CurrentAssignment) -> bytes:
 
 # -- flexible reading ----------------------------------------------------------
 class _FlexReader(_Reader):
-    def uvarint(self) -> int:
-        shift = n = 0
-        while True:
-            b = self._take(1)[0]
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-            if shift > 28:
-                raise GroupRecordError(f"varint too long at byte {self.pos}")
+    """The flexible reads of these values (a null compact string reads as None whatever the
+    field, a null compact array as empty, unknown tagged fields are skipped)."""
 
-    def int8(self) -> int:
-        return INT8.unpack(self._take(1))[0]
-
-    def cstring(self) -> str | None:
-        n = self.uvarint()
-        if n == 0:
-            return None
-        try:
-            return bytes(self._take(n - 1)).decode()
-        except UnicodeDecodeError as e:
-            raise GroupRecordError(f"bad UTF-8 at byte {self.pos}") from e
-
-    def carray(self) -> int:
-        n = self.uvarint() - 1
-        if n > len(self.data) - self.pos:
-            raise GroupRecordError(f"bad array length {n} at byte {self.pos}")
-        return max(n, 0)
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=bytes(self._take(16)))
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+    __slots__ = ()
+    cstring = _Reader.compact_nullable_string
+    carray = _Reader.compact_array_len
+    tags = _Reader.tagged_fields
 
     def topic_partitions(self) -> Assignment:
         out = {}
@@ -264,13 +223,13 @@ def decode_member_metadata(value: bytes) -> MemberMetadata:
     classic = None
     for _ in range(r.uvarint()):
         tag, size = r.uvarint(), r.uvarint()
-        field = _FlexReader(bytes(r._take(size)))
+        field = _FlexReader(bytes(r.take(size)))
         if tag == 0:
             session_timeout_ms = field.int32()
             protocols = []
             for _ in range(field.carray()):
                 name = field.cstring() or ""
-                protocols.append((name, bytes(field._take(field.uvarint() - 1))))
+                protocols.append((name, bytes(field.take(field.uvarint() - 1))))
                 field.tags()
             field.tags()
             field.end()

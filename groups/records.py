@@ -2,7 +2,9 @@
 
 The layout is Apache Kafka's own (``OffsetCommitKey``/``Value``,
 ``GroupMetadataKey``/``Value`` of the ``group-coordinator`` module), so the
-topic stays readable by Kafka's tooling.  Every key and value starts with an
+topic stays readable by Kafka's tooling; keys and values are encoded and decoded
+from those specs (``codecs/specs/*.json`` through ``kwire.codecs.record_specs``),
+the layouts below are documentation, not hand-written encoders.  Every key and value starts with an
 int16 version; the latest record for a key wins and a record with a null
 value (tombstone) deletes it.  Non-flexible encoding, big-endian:
 
@@ -35,18 +37,21 @@ record kinds (e.g. KIP-848 groups) are skipped rather than misread.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
+
+from kwire.codecs.primitives import INT16, INT32, Reader
+from kwire.codecs.record_specs import RecordSpec
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
+_READ_VERSIONS = (0, 1, 2, 3)      # of both values; Kafka's flexible v4 is not read yet
 
-INT16 = struct.Struct(">h")
-INT32 = struct.Struct(">i")
-INT64 = struct.Struct(">q")
-assert (INT16.size, INT32.size, INT64.size) == (2, 4, 8)
+OFFSET_KEY = RecordSpec("OffsetCommitKey")
+GROUP_KEY = RecordSpec("GroupMetadataKey")
+OFFSET_VALUE = RecordSpec("OffsetCommitValue")
+GROUP_VALUE = RecordSpec("GroupMetadataValue")
 
 
 class GroupRecordError(ValueError):
@@ -102,90 +107,40 @@ def _string(s: str) -> bytes:
     return INT16.pack(len(b)) + b
 
 
-def _nullable_string(s: str | None) -> bytes:
-    return INT16.pack(-1) if s is None else _string(s)
-
-
 def _bytes(b: bytes) -> bytes:
     return INT32.pack(len(b)) + b
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    return INT16.pack(OFFSET_KEY_VERSION) + _string(group_id) + _string(topic) + INT32.pack(partition)
+    return OFFSET_KEY.encode(OFFSET_KEY_VERSION, {"group": group_id, "topic": topic, "partition": partition})
 
 
 def group_key(group_id: str) -> bytes:
-    return INT16.pack(GROUP_KEY_VERSION) + _string(group_id)
+    return GROUP_KEY.encode(GROUP_KEY_VERSION, {"group": group_id})
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:
-    return b"".join((INT16.pack(OFFSET_VALUE_VERSION), INT64.pack(v.offset), INT32.pack(v.leader_epoch),
-                     _string(v.metadata), INT64.pack(v.commit_timestamp)))
+    return OFFSET_VALUE.encode(OFFSET_VALUE_VERSION, {
+        "offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
+        "commit_timestamp": v.commit_timestamp})
 
 
 def encode_group_value(v: GroupValue) -> bytes:
-    parts = [INT16.pack(GROUP_VALUE_VERSION), _string(v.protocol_type), INT32.pack(v.generation_id),
-             _nullable_string(v.protocol_name), _nullable_string(v.leader_id),
-             INT64.pack(v.current_state_timestamp), INT32.pack(len(v.members))]
-    for m in v.members:
-        parts += [_string(m.member_id), _nullable_string(m.group_instance_id), _string(m.client_id),
-                  _string(m.client_host), INT32.pack(m.rebalance_timeout_ms), INT32.pack(m.session_timeout_ms),
-                  _bytes(m.subscription), _bytes(m.assignment)]
-    return b"".join(parts)
+    return GROUP_VALUE.encode(GROUP_VALUE_VERSION, {
+        "protocol_type": v.protocol_type, "generation": v.generation_id, "protocol": v.protocol_name,
+        "leader": v.leader_id, "current_state_timestamp": v.current_state_timestamp,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                     "subscription": m.subscription, "assignment": m.assignment} for m in v.members]})
 
 
 # -- reading -------------------------------------------------------------------
-class _Reader:
-    """Bounds-checked cursor: every length is checked against the bytes left."""
+class _Reader(Reader):
+    """The codecs reader, raising ``GroupRecordError``."""
 
-    def __init__(self, data: bytes):
-        self.data = memoryview(data)
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise GroupRecordError(f"record truncated at byte {self.pos} (wanted {n})")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def int16(self) -> int:
-        return INT16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return INT32.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return INT64.unpack(self._take(8))[0]
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n == -1:
-            return None
-        try:
-            return bytes(self._take(n)).decode()
-        except UnicodeDecodeError as e:
-            raise GroupRecordError(f"bad UTF-8 at byte {self.pos}") from e
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise GroupRecordError(f"null string at byte {self.pos}")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self.int32()
-        return b"" if n == -1 else bytes(self._take(n))
-
-    def array_len(self) -> int:
-        n = self.int32()
-        if n < 0 or n > len(self.data) - self.pos:
-            raise GroupRecordError(f"bad array length {n} at byte {self.pos}")
-        return n
-
-    def end(self) -> None:
-        if self.pos != len(self.data):
-            raise GroupRecordError(f"{len(self.data) - self.pos} trailing byte(s)")
+    error = GroupRecordError
+    __slots__ = ()
 
 
 def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
@@ -193,53 +148,43 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
     r = _Reader(key)
     version = r.int16()
     if version in (0, 1):
-        k: OffsetKey | GroupKey = OffsetKey(r.string(), r.string(), r.int32())
+        f = OFFSET_KEY.decode(r, version)
+        k: OffsetKey | GroupKey = OffsetKey(f["group"], f["topic"], f["partition"])
     elif version == 2:
-        k = GroupKey(r.string())
+        k = GroupKey(GROUP_KEY.decode(r, version)["group"])
     else:
         return None
     r.end()
     return k
 
 
-def decode_offset_value(value: bytes) -> OffsetValue:
+def _value_reader(value: bytes, what: str) -> tuple[_Reader, int]:
     r = _Reader(value)
     version = r.int16()
-    if version not in (0, 1, 2, 3):
-        raise GroupRecordError(f"unknown offset value version {version}")
-    offset = r.int64()
-    leader_epoch = r.int32() if version >= 3 else -1
-    metadata = r.string()
-    commit_timestamp = r.int64()
-    expire_timestamp = r.int64() if version == 1 else -1
+    if version not in _READ_VERSIONS:
+        raise GroupRecordError(f"unknown {what} value version {version}")
+    return r, version
+
+
+def decode_offset_value(value: bytes) -> OffsetValue:
+    r, version = _value_reader(value, "offset")
+    f = OFFSET_VALUE.decode(r, version)
     r.end()
-    return OffsetValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+    return OffsetValue(f["offset"], f["leader_epoch"], f["metadata"], f["commit_timestamp"],
+                       f["expire_timestamp"])
 
 
 def decode_group_value(value: bytes) -> GroupValue:
-    r = _Reader(value)
-    version = r.int16()
-    if version not in (0, 1, 2, 3):
-        raise GroupRecordError(f"unknown group value version {version}")
-    protocol_type = r.string()
-    generation = r.int32()
-    protocol = r.nullable_string()
-    leader = r.nullable_string()
-    state_ts = r.int64() if version >= 2 else -1
-    members = []
-    for _ in range(r.array_len()):
-        member_id = r.string()
-        instance_id = r.nullable_string() if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
-        rebalance_timeout = r.int32() if version >= 1 else -1
-        session_timeout = r.int32()
-        if rebalance_timeout == -1:
-            rebalance_timeout = session_timeout
-        members.append(MemberValue(member_id, instance_id, client_id, client_host, rebalance_timeout,
-                                   session_timeout, r.bytes_(), r.bytes_()))
+    r, version = _value_reader(value, "group")
+    f = GROUP_VALUE.decode(r, version)
     r.end()
-    return GroupValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+    members = tuple(
+        MemberValue(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                    m["session_timeout"] if m["rebalance_timeout"] == -1 else m["rebalance_timeout"],
+                    m["session_timeout"], m["subscription"], m["assignment"])
+        for m in f["members"])
+    return GroupValue(f["protocol_type"], f["generation"], f["protocol"], f["leader"],
+                      f["current_state_timestamp"], members)
 
 
 def parse_subscription(metadata: bytes) -> list[str]:

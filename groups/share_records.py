@@ -1,7 +1,8 @@
 """Records of the ``__share_group_state`` topic: the durable state of share-partitions (KIP-932).
 
 The layout is Apache Kafka's share coordinator's (``ShareSnapshotKey``/``Value``,
-``ShareUpdateKey``/``Value``), so the topic reads the same.  A key starts with an int16
+``ShareUpdateKey``/``Value``), so the topic reads the same; they are encoded and decoded
+from those specs (``codecs/specs``, through ``kwire.codecs.record_specs``).  A key starts with an int16
 record type, a value with an int16 value version.  Keys are non-flexible; values are
 flexible (compact arrays, varint lengths + 1, an empty tagged-field section after every
 struct).  Big-endian:
@@ -28,11 +29,11 @@ and an unknown key type decodes to ``None`` (skipped, not misread).
 """
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
 
-from kwire.codecs.messages import uvarint
+from kwire.codecs.primitives import Reader
+from kwire.codecs.record_specs import RecordSpec
 
 SNAPSHOT_KEY = 0
 UPDATE_KEY = 1
@@ -40,12 +41,8 @@ VALUE_VERSION = 0
 
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4       # persisted delivery states
 
-INT16 = struct.Struct(">h")
-UINT16 = struct.Struct(">H")
-INT32 = struct.Struct(">i")
-INT64 = struct.Struct(">q")
-BATCH = struct.Struct(">qqbh")
-assert (INT16.size, INT32.size, INT64.size, BATCH.size) == (2, 4, 8, 19)
+KEYS = {SNAPSHOT_KEY: RecordSpec("ShareSnapshotKey"), UPDATE_KEY: RecordSpec("ShareUpdateKey")}
+VALUES = {SNAPSHOT_KEY: RecordSpec("ShareSnapshotValue"), UPDATE_KEY: RecordSpec("ShareUpdateValue")}
 
 
 class ShareRecordError(ValueError):
@@ -53,7 +50,8 @@ class ShareRecordError(ValueError):
 
 
 @dataclass(frozen=True)
-class ShareKey:
+class ShareStateKey:
+    """The key of a ``__share_group_state`` record: one share-partition's snapshot or update."""
     kind: int                  # SNAPSHOT_KEY or UPDATE_KEY
     group_id: str
     topic_id: uuid.UUID
@@ -78,100 +76,54 @@ class ShareState:
 
 
 # -- encoding ---------------------------------------------------------------------------
-def _string(s: str) -> bytes:
-    data = s.encode()
-    return INT16.pack(len(data)) + data
-
-
 def encode_key(kind: int, group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
-    return INT16.pack(kind) + _string(group_id) + topic_id.bytes + INT32.pack(partition)
+    return KEYS[kind].encode(kind, {"group_id": group_id, "topic_id": topic_id, "partition": partition})
 
 
 def encode_snapshot(state: ShareState) -> bytes:
-    head = (INT16.pack(VALUE_VERSION) + UINT16.pack(state.snapshot_epoch & 0xFFFF)
-            + INT32.pack(state.state_epoch) + INT32.pack(state.leader_epoch) + INT64.pack(state.start_offset))
-    return head + _batches(state.batches) + b"\x00"
+    return VALUES[SNAPSHOT_KEY].encode(VALUE_VERSION, {"state_epoch": state.state_epoch, **_value_fields(state)})
 
 
 def encode_update(state: ShareState) -> bytes:
-    head = (INT16.pack(VALUE_VERSION) + UINT16.pack(state.snapshot_epoch & 0xFFFF)
-            + INT32.pack(state.leader_epoch) + INT64.pack(state.start_offset))
-    return head + _batches(state.batches) + b"\x00"
+    return VALUES[UPDATE_KEY].encode(VALUE_VERSION, _value_fields(state))
 
 
-def _batches(batches) -> bytes:
-    return uvarint(len(batches) + 1) + b"".join(
-        BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) + b"\x00" for b in batches)
+def _value_fields(state: ShareState) -> dict:
+    """The fields a snapshot and an update share (a snapshot adds state_epoch)."""
+    return {"snapshot_epoch": state.snapshot_epoch & 0xFFFF,
+            "leader_epoch": state.leader_epoch, "start_offset": state.start_offset,
+            "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
+                               "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
+                              for b in state.batches]}
 
 
 # -- decoding ---------------------------------------------------------------------------
-class _Reader:
-    __slots__ = ("data", "pos")
+class _Reader(Reader):
+    """The codecs reader, raising ``ShareRecordError``."""
 
-    def __init__(self, data: bytes):
-        self.data = memoryview(data)
-        self.pos = 0
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ShareRecordError(f"truncated at byte {self.pos} (wanted {n})")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def unpack(self, fmt: struct.Struct):
-        return fmt.unpack(self.take(fmt.size))
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise ShareRecordError("varint too long")
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-    def end(self) -> None:
-        if self.pos != len(self.data):
-            raise ShareRecordError(f"{len(self.data) - self.pos} trailing byte(s)")
+    error = ShareRecordError
+    __slots__ = ()
 
 
-def decode_key(data: bytes) -> ShareKey | None:
+def decode_key(data: bytes) -> ShareStateKey | None:
     r = _Reader(data)
-    (kind,) = r.unpack(INT16)
-    if kind not in (SNAPSHOT_KEY, UPDATE_KEY):
+    kind = r.int16()
+    if kind not in KEYS:
         return None
-    (n,) = r.unpack(INT16)
-    group_id = bytes(r.take(n)).decode()
-    topic_id = uuid.UUID(bytes=bytes(r.take(16)))
-    (partition,) = r.unpack(INT32)
+    f = KEYS[kind].decode(r, kind)
     r.end()
-    return ShareKey(kind, group_id, topic_id, partition)
+    return ShareStateKey(kind, f["group_id"], f["topic_id"], f["partition"])
 
 
 def decode_value(kind: int, data: bytes) -> ShareState:
     r = _Reader(data)
-    (version,) = r.unpack(INT16)
+    version = r.int16()
     if version != VALUE_VERSION:
         raise ShareRecordError(f"unknown value version {version}")
-    (snapshot_epoch,) = r.unpack(UINT16)
-    state_epoch = r.unpack(INT32)[0] if kind == SNAPSHOT_KEY else -1
-    (leader_epoch,) = r.unpack(INT32)
-    (start_offset,) = r.unpack(INT64)
-    count = r.uvarint() - 1
-    if count < 0 or count * BATCH.size > len(data):
-        raise ShareRecordError(f"bad state batch count {count}")
-    batches = []
-    for _ in range(count):
-        batches.append(StateBatch(*r.unpack(BATCH)))
-        r.skip_tags()
-    r.skip_tags()
+    snapshot = kind == SNAPSHOT_KEY
+    f = VALUES[SNAPSHOT_KEY if snapshot else UPDATE_KEY].decode(r, version)
     r.end()
-    return ShareState(snapshot_epoch, state_epoch, leader_epoch, start_offset, tuple(batches))
+    batches = tuple(StateBatch(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
+                    for b in f["state_batches"])
+    return ShareState(f["snapshot_epoch"], f["state_epoch"] if snapshot else -1, f["leader_epoch"],
+                      f["start_offset"], batches)

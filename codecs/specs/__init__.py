@@ -11,6 +11,11 @@ Each ``<Name>Request.json`` with its ``<Name>Response.json`` becomes the pair of
 ``<Name>Request`` / ``<Name>Response`` in this module; ``kwire.codecs.messages`` picks
 them up beside kafka-python's own.  An API key that kafka-python already has is an
 error (its spec wins; drop the file here when it starts shipping one).
+
+The ``type: "data"`` specs here (``OffsetCommitKey.json``, ``TransactionLogValue.json``,
+``ShareSnapshotValue.json``, ...) are the coordinator records' keys and values, written
+from Kafka's record definitions in the same format; ``kwire.codecs.record_specs`` loads
+them, and they are not API messages.
 """
 from __future__ import annotations
 

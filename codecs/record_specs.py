@@ -1,0 +1,192 @@
+"""Coordinator record keys and values, encoded and decoded from Kafka's JSON data specs.
+
+The records of ``__consumer_offsets`` and ``__transaction_state`` are Kafka
+"data" messages: each key and value is an int16 version followed by the
+message at that version, in the same encoding as a protocol message (classic
+or, at a flexible version, compact with tagged fields; see ``messages`` and
+``primitives`` for the byte layouts).  Their specs live in ``codecs/specs``
+beside the API specs (``OffsetCommitKey.json``, ``TransactionLogValue.json``,
+...); kafka-python's spec loader turns each into a schema, ``messages``
+encodes from it and this module decodes with the bounds-checked
+``primitives.Reader``, so no record layout is written by hand.
+
+Values are plain dicts with kafka-python's snake_case field names; nested
+structs are dicts, arrays lists.  A field absent at the decoded version (or a
+tagged field not present) reads as its spec default.  A classic bytes field
+with length -1 reads as empty, as kwire has always read a member's
+subscription.
+"""
+from __future__ import annotations
+
+import struct
+
+from .messages import data_spec, encode_data
+from .primitives import INT8, INT16, INT32, INT64, UINT16, Reader
+
+_FIXED = {"int8": INT8, "int16": INT16, "uint16": UINT16, "int32": INT32, "int64": INT64}
+_MIN_SIZE = {"string": (2, 1), "bytes": (4, 1), "uuid": (16, 16)}   # (classic, flexible)
+# decode step kinds
+_FIX, _STRING, _BYTES, _UUID, _ARRAY, _STRUCT = range(6)
+
+
+class _Plan:
+    """How one struct is read at one version."""
+
+    __slots__ = ("steps", "tagged", "absent", "flexible", "min_size", "flat", "names", "defaults")
+
+    def __init__(self, steps, tagged, absent, flexible, names, defaults):
+        self.steps = steps        # (name, kind, arg, nullable) in wire order
+        self.tagged = tagged      # tag -> (name, kind, arg, nullable)
+        self.absent = absent      # (name, default): fields not on the wire unless tagged
+        self.flexible = flexible
+        self.min_size = sum(_min_size(kind, arg, flexible) for _, kind, arg, _ in steps) + flexible
+        # Classic ints and strings only (every key, the offset commit value): written by
+        # ``_encode_flat``, the commit path's shortcut past the general encoder.
+        self.flat = not flexible and all(kind in (_FIX, _STRING) for _, kind, _, _ in steps)
+        self.names = names        # every field the spec knows, at any version
+        self.defaults = defaults  # name -> default of the fields in steps
+
+
+def _min_size(kind: int, arg, flexible: bool) -> int:
+    if kind == _FIX:
+        return arg.size
+    if kind == _STRUCT:
+        return arg.min_size
+    if kind == _ARRAY:
+        return 1 if flexible else 4
+    return _MIN_SIZE[("string", "bytes", "uuid")[kind - 1]][flexible]
+
+
+def _step(field, version: int, flexible: bool):
+    if field.is_array():
+        item = field.array_of
+        inner = (_STRUCT, _plan(item, version, flexible)) if field.is_struct_array() else \
+            _step(item, version, flexible)[1:3]
+        return field.name, _ARRAY, inner, field.nullable_for_version_q(version)
+    if field.is_struct():
+        return field.name, _STRUCT, _plan(field, version, flexible), field.nullable_for_version_q(version)
+    type_str = field.type_str
+    if type_str in _FIXED:
+        return field.name, _FIX, _FIXED[type_str], False
+    kind = {"string": _STRING, "bytes": _BYTES, "uuid": _UUID}[type_str]
+    return field.name, kind, None, field.nullable_for_version_q(version)
+
+
+def _plan(schema, version: int, flexible: bool) -> _Plan:
+    steps, tagged, absent, defaults = [], {}, [], {}
+    for field in schema.fields.values():
+        if field.for_version_q(version) and field.tagged_field_q(version):
+            tagged[field.tag] = _step(field, version, flexible)
+        elif field.for_version_q(version):
+            steps.append(_step(field, version, flexible))
+            defaults[field.name] = _default(field)
+            continue
+        absent.append((field.name, _default(field)))
+    return _Plan(tuple(steps), tagged, tuple(absent), flexible, frozenset(schema.fields), defaults)
+
+
+def _encode_flat(plan: _Plan, version: int, values: dict) -> bytes:
+    """What ``messages.encode_data`` writes for a flat plan, with the version before it."""
+    if type(values) is not dict:
+        raise TypeError(f"expected a dict, got {type(values).__name__}")
+    if not values.keys() <= plan.names:
+        raise ValueError(f"unknown fields: {sorted(values.keys() - plan.names)}")
+    out = [INT16.pack(version)]
+    get, defaults = values.get, plan.defaults
+    for name, kind, arg, _nullable in plan.steps:
+        value = get(name, defaults[name])
+        if kind == _FIX:
+            out.append(arg.pack(value))
+        elif value is None:
+            out.append(b"\xff\xff")
+        else:
+            data = str(value).encode()
+            out.append(INT16.pack(len(data)))
+            out.append(data)
+    return b"".join(out)
+
+
+def _default(field):
+    try:
+        default = field.default
+    except NotImplementedError:
+        return None
+    return None if default == "null" else default
+
+
+def _read(r: Reader, kind: int, arg, nullable: bool, flexible: bool):
+    if kind == _FIX:
+        return arg.unpack(r.take(arg.size))[0]
+    if kind == _STRING:
+        if flexible:
+            return r.compact_nullable_string() if nullable else r.compact_string()
+        return r.nullable_string() if nullable else r.string()
+    if kind == _BYTES:
+        n = r.uvarint() - 1 if flexible else r.int32()
+        if n == -1:
+            return None if nullable else b""
+        return bytes(r.take(n))
+    if kind == _UUID:
+        return r.uuid()
+    if kind == _STRUCT:
+        if nullable and r.int8() < 0:
+            return None
+        return _read_struct(r, arg)
+    item_kind, item_arg = arg
+    n = r.count(r.uvarint() - 1 if flexible else r.int32(), _min_size(item_kind, item_arg, flexible), nullable)
+    if n is None:
+        return None
+    return [_read(r, item_kind, item_arg, False, flexible) for _ in range(n)]
+
+
+def _read_struct(r: Reader, plan: _Plan) -> dict:
+    flexible = plan.flexible
+    values = {name: _read(r, kind, arg, nullable, flexible) for name, kind, arg, nullable in plan.steps}
+    values.update(plan.absent)
+    if flexible:
+        for tag, data in r.tagged_fields().items():
+            field = plan.tagged.get(tag)
+            if field is not None:
+                values[field[0]] = _read_tagged(r, tag, data, field)
+    return values
+
+
+def _read_tagged(r: Reader, tag: int, data, field):
+    _name, kind, arg, nullable = field
+    if kind == _FIX and len(data) != arg.size:
+        raise r.error(f"tagged field {tag} has {len(data)} bytes, not {arg.size}")
+    sub = type(r)(data)
+    value = _read(sub, kind, arg, nullable, True)
+    sub.end()
+    return value
+
+
+class RecordSpec:
+    """One key or value spec: ``encode`` and ``decode`` at any of its versions."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._schema, self._flexible, self.versions = data_spec(name)
+        self._plans: dict[int, _Plan] = {}
+
+    def encode(self, version: int, values: dict) -> bytes:
+        """The int16 ``version`` and ``values`` at that version.  Raises ``ValueError`` for a
+        name the spec does not know or a value out of range, ``TypeError`` for a wrong kind."""
+        plan = self._plans.get(version) or self._plan(version, ValueError)
+        try:
+            if plan.flat:
+                return _encode_flat(plan, version, values)
+            return INT16.pack(version) + encode_data(self._schema, version, plan.flexible, values)
+        except struct.error as exc:
+            raise ValueError(f"{self.name} v{version}: {exc}") from None
+
+    def decode(self, r: Reader, version: int) -> dict:
+        """The fields of ``version`` read from ``r`` (whose int16 version the caller has read);
+        raises ``r.error``.  The caller checks ``r.end()``."""
+        return _read_struct(r, self._plans.get(version) or self._plan(version, r.error))
+
+    def _plan(self, version: int, error: type[Exception]) -> _Plan:
+        if version not in self.versions:
+            raise error(f"unknown {self.name} version {version}")
+        plan = self._plans[version] = _plan(self._schema, version, self._flexible(version))
+        return plan
