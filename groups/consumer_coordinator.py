@@ -1,4 +1,5 @@
-"""KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe (part of ``GroupCoordinator``).
+"""The consumer-group manager: KIP-848 ConsumerGroupHeartbeat, ConsumerGroupDescribe and the
+removal of members and groups (``GroupCoordinator`` routes those calls here).
 
 The rules are Kafka's GroupMetadataManager.consumerGroupHeartbeat (trunk of late 2024):
 validate; leave (epoch -1, static -2); get or create the group and the member;
@@ -17,8 +18,10 @@ with each call and compared on every heartbeat (Kafka refreshes it on a timer);
 regular expressions are Python ``re`` full matches resolved synchronously (Kafka:
 RE2/J, resolved asynchronously and stored as records of type 16); an invalid
 regex is INVALID_REQUEST (Kafka 4.x: INVALID_REGULAR_EXPRESSION, which kafka-python's
-error table lacks).  Classic members in a consumer group (mixed groups) and the online
-upgrade and downgrade are in ``mixed_groups``; empty groups convert either way.
+error table lacks).  Classic members in a consumer group (mixed groups) are served by
+``mixed_groups``, which updates members through this manager; the online upgrade and
+downgrade are ``conversions``, which this manager is given; empty groups convert either
+way.  The timers of consumer groups are in ``timers``, their replay in ``persistence``.
 """
 from __future__ import annotations
 
@@ -32,15 +35,15 @@ from .consumer_group import (
 )
 from .consumer_records import (
     CURRENT_ASSIGNMENT, GROUP_METADATA, MEMBER_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA,
-    ConsumerKey, CurrentAssignment, MemberMetadata, consumer_key, decode_current_assignment, decode_epoch,
-    decode_member_metadata, decode_partition_metadata, decode_target_member, encode_current_assignment,
-    encode_group_epoch, encode_member_metadata, encode_partition_metadata, encode_target_member,
+    CurrentAssignment, MemberMetadata, consumer_key, encode_current_assignment, encode_group_epoch,
+    encode_member_metadata, encode_partition_metadata, encode_target_member,
 )
+from .context import GroupContext
 from .effects import Effects
-from .group import Group
+from .offsets import OffsetManager
 from .records import group_key
 from .results import (
-    ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, Outcome,
+    ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, GroupConfig,
     Record,
 )
 
@@ -56,12 +59,21 @@ class Refused(Exception):
         self.code, self.message = code, message
 
 
-class ConsumerGroupsMixin:
+class ConsumerGroupManager:
+    """The KIP-848 consumer groups of ``ctx.consumer_groups``; their offsets are in the offsets-only
+    classic ``Group`` of the same id, which ``offsets`` manages (and removes with the group)."""
+
+    def __init__(self, ctx: GroupContext, offsets: OffsetManager, conversions):
+        """``conversions``: the online upgrade and downgrade, a ``conversions.GroupConversions``
+        (not imported here: that module imports this one)."""
+        self._ctx = ctx
+        self._config = ctx.config
+        self._offsets = offsets
+        self._conversions = conversions
+
     # -- ConsumerGroupHeartbeat ------------------------------------------------------
-    def consumer_group_heartbeat(self, req: ConsumerHeartbeat, topics: Topics, now_ms: int) -> Outcome:
-        """ConsumerGroupHeartbeat; ``topics`` is the cluster's topics, name -> (topic id, partitions).
-        ``result`` is a ConsumerHeartbeatResult."""
-        fx = self._begin(now_ms)
+    def heartbeat(self, fx: Effects, req: ConsumerHeartbeat, topics: Topics) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat; ``topics`` is the cluster's topics, name -> (topic id, partitions)."""
         try:
             self._validate_heartbeat(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -70,10 +82,10 @@ class ConsumerGroupsMixin:
                 result = self._consumer_heartbeat(fx, req, topics)
         except Refused as e:
             result = ConsumerHeartbeatResult(e.code, e.message, None, 0, 0)     # Kafka's error answer
-        return self._finish(fx, result)
+        return result
 
     def _validate_heartbeat(self, req: ConsumerHeartbeat) -> None:
-        cfg = self.config.consumer
+        cfg = self._config.consumer
         if not req.group_id:
             raise Refused(E.INVALID_REQUEST, "GroupId can't be empty.")
         if req.instance_id == "":
@@ -105,13 +117,13 @@ class ConsumerGroupsMixin:
                                                   f"Supported assignors: {', '.join(cfg.assignors)}.")
 
     def _consumer_group_or_refuse(self, group_id: str, create: bool, topics: Topics | None = None) -> ConsumerGroup:
-        group = self._consumer_groups.get(group_id)
+        group = self._ctx.consumer_groups.get(group_id)
         if group is not None:
             return group
-        classic = self._groups.get(group_id)
-        if classic is not None and not self._offsets_only(classic):
+        classic = self._ctx.groups.get(group_id)
+        if classic is not None and not self._ctx.offsets_only(classic):
             if create and classic.members:
-                upgraded = self._upgraded(classic, topics or {})     # Kafka's online upgrade
+                upgraded = self._conversions.upgraded(classic, topics or {})     # Kafka's online upgrade
                 if upgraded is not None:
                     return upgraded
             if not create or classic.members or classic.pending_members:
@@ -120,13 +132,8 @@ class ConsumerGroupsMixin:
             raise Refused(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id)
 
-    @staticmethod
-    def _offsets_only(group: Group) -> bool:
-        """A classic Group that only holds offsets (never had a generation), as consumer groups use."""
-        return group.generation_id == 0 and not group.members and not group.pending_members
-
     def _consumer_heartbeat(self, fx: Effects, req: ConsumerHeartbeat, topics: Topics) -> ConsumerHeartbeatResult:
-        cfg = self.config.consumer
+        cfg = self._config.consumer
         group = self._consumer_group_or_refuse(req.group_id, req.member_epoch == 0, topics)
         if len(group.members) >= cfg.max_size and (not req.member_id or req.member_id not in group.members):
             # Kafka's check, before the member id is made; a static member rejoining under a new id counts as new
@@ -135,10 +142,10 @@ class ConsumerGroupsMixin:
         member_id = req.member_id or str(uuid.uuid4())
         member, replaced = self._member_for(group, member_id, req)
         # From here on the heartbeat is accepted: state changes and records follow.
-        if req.group_id not in self._consumer_groups:
+        if req.group_id not in self._ctx.consumer_groups:
             self._adopt(fx, group)
         if replaced is not None:
-            self._replace_static(fx, group, replaced, member)
+            self.replace_static(fx, group, replaced, member)
         updated = ConsumerMember(**member.__dict__)
         for name, value in (("instance_id", req.instance_id), ("rack_id", req.rack_id),
                             ("server_assignor", req.server_assignor),
@@ -153,7 +160,7 @@ class ConsumerGroupsMixin:
         updated.classic = None          # a classic member rejoining with the consumer protocol
         updated.join_deadline_ms = updated.sync_deadline_ms = None
         is_new = member_id not in group.members
-        reconciled = self._consumer_member_update(fx, group, member, updated, is_new, topics, req.owned)
+        reconciled = self.member_update(fx, group, member, updated, is_new, topics, req.owned)
         reconciled.session_deadline_ms = fx.now_ms + cfg.session_timeout_ms
         full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                                          and req.owned is not None)
@@ -161,17 +168,17 @@ class ConsumerGroupsMixin:
         return ConsumerHeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
                                        cfg.heartbeat_interval_ms, dict(reconciled.assigned) if send else None)
 
-    def _consumer_member_update(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember,
+    def member_update(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember,
                                 updated: ConsumerMember, is_new: bool, topics: Topics, owned) -> ConsumerMember:
         """Kafka's steps 1-3 of a heartbeat (or of a classic member's JoinGroup): store the member,
         bump the group epoch on a changed subscription, recompute the target assignment, reconcile."""
         bump = is_new or (updated.subscribed_topic_names, updated.subscribed_topic_regex, updated.server_assignor) != (
             member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
         if is_new or updated.subscription_key() != member.subscription_key():
-            fx.append(self._member_record(group.group_id, updated))
+            fx.append(member_record(group.group_id, updated))
         group.add(updated)
         group.empty_since_ms = None
-        metadata = self._subscription_metadata(group, topics)
+        metadata = subscription_metadata(group, topics)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             fx.append(Record(group.group_id, consumer_key(PARTITION_METADATA, group.group_id),
@@ -241,31 +248,26 @@ class ConsumerGroupsMixin:
     def _adopt(self, fx: Effects, group: ConsumerGroup) -> None:
         """A new consumer group; an empty classic group of the id is converted (its metadata
         record tombstoned, its offsets kept), as Kafka's maybeDeleteEmptyClassicGroup."""
-        classic = self._groups.get(group.group_id)
+        classic = self._ctx.groups.get(group.group_id)
         if classic is not None and classic.members:
-            self._write_upgrade(fx, group)
-        elif classic is not None and not self._offsets_only(classic):
+            self._conversions.write_upgrade(fx, group)
+        elif classic is not None and not self._ctx.offsets_only(classic):
             fx.append(Record(group.group_id, group_key(group.group_id), None))
             classic.generation_id = 0
             classic.protocol_type = classic.protocol_name = classic.leader_id = None
-        self._consumer_groups[group.group_id] = group
+        self._ctx.consumer_groups[group.group_id] = group
 
-    def _replace_static(self, fx: Effects, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
+    def replace_static(self, fx: Effects, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
         """A static member rejoined under a new member id: it takes the old one's assignment."""
         target = group.target.get(old.member_id, {})
-        self._member_tombstones(fx, group.group_id, old.member_id)
+        member_tombstones(fx, group.group_id, old.member_id)
         group.remove(old.member_id)
         group.add(new)
         group.target[new.member_id] = target
-        fx.append(self._member_record(group.group_id, new))
+        fx.append(member_record(group.group_id, new))
         fx.append(Record(group.group_id, consumer_key(TARGET_MEMBER, group.group_id, new.member_id),
                          encode_target_member(target)))
-        fx.append(self._assignment_record(group.group_id, new))
-
-    @staticmethod
-    def _subscription_metadata(group: ConsumerGroup, topics: Topics) -> Topics:
-        return {name: topics[name] for name in sorted(topics)
-                if any(m.matches(name) for m in group.members.values())}
+        fx.append(assignment_record(group.group_id, new))
 
     def _assignor_of(self, group: ConsumerGroup) -> str:
         """Kafka's preferred server assignor: the one most members name, else the configured default."""
@@ -274,7 +276,7 @@ class ConsumerGroupsMixin:
             if m.server_assignor is not None:
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         if not counts:
-            return self.config.consumer.assignors[0]
+            return self._config.consumer.assignors[0]
         return max(sorted(counts), key=lambda a: counts[a])
 
     def _update_target(self, fx: Effects, group: ConsumerGroup) -> None:
@@ -300,7 +302,7 @@ class ConsumerGroupsMixin:
             if (new.member_epoch, new.previous_member_epoch, new.state, new.assigned, new.pending_revocation) != (
                     member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
                     member.pending_revocation):
-                fx.append(self._assignment_record(group.group_id, new))
+                fx.append(assignment_record(group.group_id, new))
             group.members[new.member_id] = new
         if new.state is MemberState.UNREVOKED_PARTITIONS:
             if new.rebalance_deadline_ms is None or new.pending_revocation != member.pending_revocation:
@@ -308,23 +310,6 @@ class ConsumerGroupsMixin:
         else:
             new.rebalance_deadline_ms = None
         return new
-
-    @staticmethod
-    def _member_record(group_id: str, m: ConsumerMember) -> Record:
-        return Record(group_id, consumer_key(MEMBER_METADATA, group_id, m.member_id), encode_member_metadata(
-            MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-                           m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)))
-
-    @staticmethod
-    def _assignment_record(group_id: str, m: ConsumerMember) -> Record:
-        return Record(group_id, consumer_key(CURRENT_ASSIGNMENT, group_id, m.member_id), encode_current_assignment(
-            CurrentAssignment(m.member_epoch, m.previous_member_epoch, int(m.state), m.assigned,
-                              m.pending_revocation)))
-
-    @staticmethod
-    def _member_tombstones(fx: Effects, group_id: str, member_id: str) -> None:
-        for record_type in (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA):
-            fx.append(Record(group_id, consumer_key(record_type, group_id, member_id), None))
 
     # -- leaving and fencing ------------------------------------------------------------
     def _consumer_leave(self, fx: Effects, req: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
@@ -347,17 +332,17 @@ class ConsumerGroupsMixin:
                 member.member_epoch = STATIC_LEAVE_EPOCH
                 member.pending_revocation = {}
                 member.rebalance_deadline_ms = None
-                fx.append(self._assignment_record(group.group_id, member))
+                fx.append(assignment_record(group.group_id, member))
                 group.update_state()
                 fx.touch(group.group_id)
                 return ConsumerHeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH, 0)
-        self._fence_or_downgrade(fx, group, member)
+        self.fence_or_downgrade(fx, group, member)
         return ConsumerHeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, 0)
 
-    def _fence(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def fence(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Remove a member (it left, its session expired, or it did not revoke in time); the
         group epoch goes up so the others are given its partitions."""
-        self._member_tombstones(fx, group.group_id, member.member_id)
+        member_tombstones(fx, group.group_id, member.member_id)
         group.remove(member.member_id)
         metadata = {n: v for n, v in group.subscription_metadata.items()
                     if any(m.matches(n) for m in group.members.values())}
@@ -373,66 +358,31 @@ class ConsumerGroupsMixin:
             group.empty_since_ms = fx.now_ms
         fx.touch(group.group_id)
 
-    # -- timers -----------------------------------------------------------------------
-    def _consumer_begin(self, fx: Effects) -> None:
-        """Replayed members get their session deadline from the first clock."""
-        for group_id in self._consumer_unscheduled:
-            group = self._consumer_groups.get(group_id)
-            for m in group.members.values() if group else ():
-                if m.session_deadline_ms is None:
-                    m.session_deadline_ms = fx.now_ms + self._session_timeout_of(m)
-            if group is not None and not group.members and group.empty_since_ms is None:
-                group.empty_since_ms = fx.now_ms
-        self._consumer_unscheduled.clear()
-
-    def _consumer_next_deadline(self) -> int | None:
-        """The earliest session or revocation deadline of any consumer group member (a scan:
-        kwire's groups are few; Kafka keeps one timer per member)."""
-        if self._consumer_unscheduled:
-            return 0
-        ats = [at for g in self._consumer_groups.values() for m in g.members.values()
-               for at in (m.session_deadline_ms, m.rebalance_deadline_ms, m.join_deadline_ms, m.sync_deadline_ms)
-               if at is not None]
-        ats += [at for g in self._consumer_groups.values() if (at := self._removal_deadline(g)) is not None]
-        return min(ats, default=None)
-
-    def _removal_deadline(self, group: ConsumerGroup) -> int | None:
-        """An Empty consumer group without offsets is deleted (tombstoned) at the next offsets
-        cleanup, as Kafka's cleanupGroupMetadata; here one check interval after it became Empty."""
-        holder = self._groups.get(group.group_id)
-        if group.members or group.empty_since_ms is None or (holder is not None and holder.offsets):
-            return None
-        return group.empty_since_ms + self.config.offsets_retention_check_interval_ms
-
-    def _consumer_tick(self, fx: Effects) -> None:
-        """Fence the members whose session expired or who did not revoke within the rebalance timeout."""
-        for group in list(self._consumer_groups.values()):
-            for member in list(group.members.values()):
-                expired = member.session_deadline_ms is not None and member.session_deadline_ms <= fx.now_ms
-                late = (member.rebalance_deadline_ms is not None and member.rebalance_deadline_ms <= fx.now_ms
-                        and member.state is MemberState.UNREVOKED_PARTITIONS)
-                if expired or late or self._classic_timed_out(member, fx.now_ms):
-                    self._fence_or_downgrade(fx, group, member)
-                    if group.group_id not in self._consumer_groups:
-                        break           # downgraded to a classic group
-            if group.group_id not in self._consumer_groups:
-                continue
-            removal = self._removal_deadline(group)
-            if removal is not None and removal <= fx.now_ms:
-                self._delete_consumer_group(fx, group)
+    def fence_or_downgrade(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Remove a member that left or was fenced; Kafka's online downgrade when it was the last
+        consumer-protocol member (``conversions.downgraded`` says whether it applies)."""
+        classic = self._conversions.downgraded(fx, group, member.member_id)
+        if classic is None:
+            self.fence(fx, group, member)
+            return
+        for member_id in list(group.members):
+            member_tombstones(fx, group.group_id, member_id)
+            group.remove(member_id)
+        self.delete(fx, group, keep_offsets=True)
+        self._conversions.install(fx, classic)
 
     # -- describe, list, delete ------------------------------------------------------------
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is a KIP-848 consumer group (not a classic one)."""
-        return group_id in self._consumer_groups
+        return group_id in self._ctx.consumer_groups
 
-    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+    def describe(self, group_id: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe of one group; reads only."""
-        group = self._consumer_groups.get(group_id)
+        group = self._ctx.consumer_groups.get(group_id)
         if group is None:
-            classic = self._groups.get(group_id)
+            classic = self._ctx.groups.get(group_id)
             message = (f"Group {group_id} is not a consumer group." if classic is not None
-                       and not self._offsets_only(classic) else f"Group {group_id} not found.")
+                       and not self._ctx.offsets_only(classic) else f"Group {group_id} not found.")
             return ConsumerGroupDescription(E.GROUP_ID_NOT_FOUND, message, group_id)
         members = tuple(ConsumerMemberDescription(
             m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
@@ -442,7 +392,7 @@ class ConsumerGroupsMixin:
         return ConsumerGroupDescription(E.NONE, None, group_id, group.update_state().value, group.group_epoch,
                                         group.assignment_epoch, self._assignor_of(group), members)
 
-    def _delete_consumer_group(self, fx: Effects, group: ConsumerGroup, keep_offsets: bool = False) -> ErrorCode:
+    def delete(self, fx: Effects, group: ConsumerGroup, keep_offsets: bool = False) -> ErrorCode:
         """DeleteGroups of an Empty consumer group (its offsets too, unless ``keep_offsets``: a
         conversion to a classic group)."""
         if group.members:
@@ -450,62 +400,46 @@ class ConsumerGroupsMixin:
         gid = group.group_id
         for record_type in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA):
             fx.append(Record(gid, consumer_key(record_type, gid), None))
-        del self._consumer_groups[gid]
+        del self._ctx.consumer_groups[gid]
         fx.touch(gid)
-        holder = self._groups.get(gid)
+        holder = self._ctx.groups.get(gid)
         if holder is not None and not keep_offsets:
-            self._drop_group(fx, holder)
+            self._offsets.drop_group(fx, holder)
         return E.NONE
 
-    # -- replay ---------------------------------------------------------------------------
-    def _replay_consumer(self, k: ConsumerKey, value: bytes | None) -> None:
-        """Apply one consumer-group record (value None = tombstone); a replayed group is
-        rebuilt in its settled state, its members' sessions start at the next clock."""
-        gid = k.group_id
-        group = self._consumer_groups.get(gid)
-        if group is None:
-            if value is None:
-                return
-            group = self._consumer_groups[gid] = ConsumerGroup(gid)
-        if k.record_type == GROUP_METADATA:
-            if value is None:
-                del self._consumer_groups[gid]
-                self._consumer_unscheduled.discard(gid)
-                return
-            group.group_epoch = decode_epoch(value)
-        elif k.record_type == PARTITION_METADATA:
-            group.subscription_metadata = decode_partition_metadata(value) if value is not None else {}
-        elif k.record_type == TARGET_METADATA:
-            group.assignment_epoch = decode_epoch(value) if value is not None else 0
-        elif k.record_type == TARGET_MEMBER:
-            if value is None:
-                group.target.pop(k.member_id, None)
-            else:
-                group.target[k.member_id] = decode_target_member(value)
-        elif k.record_type == MEMBER_METADATA:
-            if value is None:
-                group.remove(k.member_id)
-            else:
-                v = decode_member_metadata(value)
-                member = group.members.get(k.member_id) or ConsumerMember(k.member_id)
-                member.instance_id, member.rack_id, member.client_id, member.client_host = (
-                    v.instance_id, v.rack_id, v.client_id, v.client_host)
-                member.subscribed_topic_names, member.subscribed_topic_regex = (
-                    v.subscribed_topic_names, v.subscribed_topic_regex)
-                member.rebalance_timeout_ms, member.server_assignor = v.rebalance_timeout_ms, v.server_assignor
-                member.classic = v.classic
-                member.session_deadline_ms = None
-                group.add(member)
-                self._consumer_unscheduled.add(gid)
-        elif value is not None:        # CURRENT_ASSIGNMENT
-            member = group.members.get(k.member_id)
-            if member is None:         # Kafka writes the member's metadata first
-                member = ConsumerMember(k.member_id)
-                group.add(member)
-                self._consumer_unscheduled.add(gid)
-            c = decode_current_assignment(value)
-            member.member_epoch, member.previous_member_epoch = c.member_epoch, c.previous_member_epoch
-            member.state = MemberState(c.state) if c.state in MemberState._value2member_map_ else MemberState.UNKNOWN
-            member.assigned, member.pending_revocation = dict(c.assigned), dict(c.pending_revocation)
-        group.state = group.update_state()
-        self._consumer_unscheduled.add(gid)        # sessions and the empty group's removal need a clock
+
+def subscription_metadata(group: ConsumerGroup, topics: Topics) -> Topics:
+    """The topics (name -> (topic id, partitions)) some member of ``group`` subscribes to."""
+    return {name: topics[name] for name in sorted(topics)
+            if any(m.matches(name) for m in group.members.values())}
+
+
+def member_record(group_id: str, m: ConsumerMember) -> Record:
+    """Kafka's ConsumerGroupMemberMetadata record of ``m``."""
+    return Record(group_id, consumer_key(MEMBER_METADATA, group_id, m.member_id), encode_member_metadata(
+        MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+                       m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)))
+
+
+def assignment_record(group_id: str, m: ConsumerMember) -> Record:
+    """Kafka's ConsumerGroupCurrentMemberAssignment record of ``m``."""
+    return Record(group_id, consumer_key(CURRENT_ASSIGNMENT, group_id, m.member_id), encode_current_assignment(
+        CurrentAssignment(m.member_epoch, m.previous_member_epoch, int(m.state), m.assigned,
+                          m.pending_revocation)))
+
+
+def member_tombstones(fx: Effects, group_id: str, member_id: str) -> None:
+    """The tombstones of a member that is gone: its assignment, target and metadata records."""
+    for record_type in (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA):
+        fx.append(Record(group_id, consumer_key(record_type, group_id, member_id), None))
+
+
+def session_timeout_of(member: ConsumerMember, config: GroupConfig) -> int:
+    """A classic member's session timeout is its JoinGroup's; the others have the broker's."""
+    return member.classic.session_timeout_ms if member.classic is not None \
+        else config.consumer.session_timeout_ms
+
+
+def classic_timed_out(member: ConsumerMember, now_ms: int) -> bool:
+    """A classic member told to rejoin (or that joined) did not rejoin (sync) within its rebalance timeout."""
+    return any(at is not None and at <= now_ms for at in (member.join_deadline_ms, member.sync_deadline_ms))

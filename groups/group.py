@@ -11,6 +11,8 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
+from kwire.codecs.errors import ErrorCode
+
 from .records import GroupRecordError, parse_subscription
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -161,6 +163,19 @@ class Group:
             self.pending_sync.discard(old_id)
             self.pending_sync.add(new_id)
         return member
+
+    def member_error(self, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+        """Kafka's member check: an unknown member (or instance id) is UNKNOWN_MEMBER_ID, a static
+        member speaking under another member id FENCED_INSTANCE_ID; None when it is known."""
+        if group_instance_id is not None:
+            current = self.static_member_id(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
 
     def static_member_id(self, instance_id: str | None) -> str | None:
         return None if instance_id is None else self.static_members.get(instance_id)

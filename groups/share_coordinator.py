@@ -15,19 +15,25 @@ EMPTY when the last one leaves or expires, EMPTY -> DEAD when deleted.  The assi
 Kafka's ``simple`` one reduced to its simplest form: every member gets every partition of
 every topic it subscribes to (share groups let members share partitions).  A member's epoch
 moves when its assignment changes; the group epoch when membership or a subscription does.
+
+``ShareCoordinator`` keeps the membership itself and composes the rest: the share-partitions
+and their group configs are a ``SharePartitions`` (``share_partitions``), the group records
+are written by the functions of ``share_persistence`` and replayed by its ``ShareGroupLoader``.
 """
 from __future__ import annotations
 
 import base64
 import enum
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kwire.codecs.errors import ErrorCode
 
-from .share_partition import InvalidRecordState, InvalidRequest, PartitionLimits, SharePartition
-from .share_persistence import SharePersistenceMixin, member_state
-from .share_records import SNAPSHOT_KEY, decode_key, decode_value, encode_key, encode_snapshot
+from .share_partition import PartitionLimits, SharePartition
+from .share_partitions import SharePartitions
+from .share_persistence import (
+    ShareGroupLoader, deletion_records, member_records, member_state, removal_records,
+)
 
 
 class ShareGroupState(enum.Enum):
@@ -116,15 +122,16 @@ def new_member_id() -> str:
             return member_id
 
 
-class ShareCoordinator(SharePersistenceMixin):
+class ShareCoordinator:
     def __init__(self, config: ShareConfig):
         self.config = config
         self.groups: dict[str, ShareGroup] = {}
-        # (group, topic_id, partition) -> SharePartition
-        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
-        # the group config share.auto.offset.reset (default latest); a group need not exist yet
-        self.offset_resets: dict[str, str] = {}
-        self.lock_durations: dict[str, int] = {}      # the group config share.record.lock.duration.ms
+        self._shares = SharePartitions(lambda: self.config.limits)
+        # (group, topic_id, partition) -> SharePartition, and the group configs: the manager's tables
+        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = self._shares.partitions
+        self.offset_resets: dict[str, str] = self._shares.offset_resets
+        self.lock_durations: dict[str, int] = self._shares.lock_durations
+        self._loader = ShareGroupLoader(self.groups, config, self._new_group, self._new_member)
 
     # -- membership -------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
@@ -174,7 +181,7 @@ class ShareCoordinator(SharePersistenceMixin):
             group.assigned.update((topic_id, p) for topic_id, _, parts in assignment for p in parts)
         return ShareOutcome(result=HeartbeatResult(
             ErrorCode.NONE, member.member_id, member.epoch, self.config.heartbeat_interval_ms,
-            assignment if changed else None), group_records=self._member_records(group, member, old_epoch, old_state))
+            assignment if changed else None), group_records=member_records(group, member, old_epoch, old_state))
 
     def leave(self, group_id: str, member_id: str, release: bool = True) -> ShareOutcome:
         """The member leaves (heartbeat epoch -1).  ``release`` False keeps its acquired records
@@ -191,7 +198,7 @@ class ShareCoordinator(SharePersistenceMixin):
         group.epoch += 1
         if not group.members:
             group.move(E)
-        group_records = self._removal_records(group, member_id, group.epoch - 1)
+        group_records = removal_records(group, member_id, group.epoch - 1)
         if not release:
             return ShareOutcome(group_records=group_records)
         return ShareOutcome(self.release_member(group.group_id, member_id).records, group_records=group_records)
@@ -199,11 +206,7 @@ class ShareCoordinator(SharePersistenceMixin):
     def release_member(self, group_id: str, member_id: str) -> ShareOutcome:
         """The member's acquired records become available again (its share session closed,
         or it left or expired); records: the snapshots of the share-partitions it held."""
-        records = []
-        for key, sp in self.partitions.items():
-            if key[0] == group_id and sp.release_member(member_id):
-                records.append(self._snapshot(key, sp))
-        return ShareOutcome(records)
+        return ShareOutcome(self._shares.release_member(group_id, member_id))
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -219,65 +222,38 @@ class ShareCoordinator(SharePersistenceMixin):
                 records += removed.records
                 group_records += removed.group_records
                 expired.append((group.group_id, member.member_id))
-        for key, sp in self.partitions.items():
-            if sp.expire_locks(now_ms):
-                records.append(self._snapshot(key, sp))
+        records += self._shares.expire_locks(now_ms)
         return ShareOutcome(_last_per_key(records), expired, group_records)
 
-    # -- share-partitions ---------------------------------------------------------------
+    # -- share-partitions: the SharePartitions manager's ------------------------------
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, log_start_offset: int,
                         high_watermark: int) -> ShareOutcome:
         """The share-partition (result), initialized on first use from the group's
         share.auto.offset.reset; its initial state is a record to persist."""
-        key = (group_id, topic_id, partition)
-        sp = self.partitions.get(key)
-        records = []
-        if sp is None:
-            reset = self.offset_resets.get(group_id, "latest")
-            start = log_start_offset if reset == "earliest" else high_watermark
-            sp = self.partitions[key] = SharePartition(self.limits(group_id), start)
-            records.append(self._snapshot(key, sp))
-        if sp.skip_to(log_start_offset):
-            records.append(self._snapshot(key, sp))
+        records, sp = self._shares.share_partition(group_id, topic_id, partition, log_start_offset, high_watermark)
         return ShareOutcome(records, sp)
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                 batches: list[tuple[int, int]], max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
         """Acquisition is not persisted (as in Kafka): a crash makes the records available again."""
-        sp = self.partitions[(group_id, topic_id, partition)]
-        return sp.acquire(member_id, batches, max_records, now_ms)
+        return self._shares.acquire(group_id, member_id, topic_id, partition, batches, max_records, now_ms)
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                     batches: list[tuple[int, int, list[int]]]) -> ShareOutcome:
         """Apply the acknowledgement batches of one partition; result: an ErrorCode.  Each
         batch is all or nothing; the first failing one is the partition's error."""
-        key = (group_id, topic_id, partition)
-        sp = self.partitions.get(key)
-        if sp is None:
-            return ShareOutcome(result=ErrorCode.INVALID_RECORD_STATE)
-        error = ErrorCode.NONE
-        for first, last, types in batches:
-            try:
-                sp.acknowledge(member_id, first, last, list(types))
-            except InvalidRequest:
-                error = error or ErrorCode.INVALID_REQUEST
-            except InvalidRecordState:
-                error = error or ErrorCode.INVALID_RECORD_STATE
-        return ShareOutcome([self._snapshot(key, sp)], error)
-
-    def _snapshot(self, key, sp: SharePartition) -> tuple[bytes, bytes]:
-        group_id, topic_id, partition = key
-        return encode_key(SNAPSHOT_KEY, group_id, topic_id, partition), encode_snapshot(sp.state())
+        records, error = self._shares.acknowledge(group_id, member_id, topic_id, partition, batches)
+        return ShareOutcome(records, error)
 
     # -- cluster mode: what follows leadership ------------------------------------------
     def load_partition(self, key: tuple[str, uuid.UUID, int], state) -> None:
         """Install a share-partition's persisted state (its share coordinator's), read by a
         new leader of the partition: records acquired before are available again."""
-        self.partitions[key] = SharePartition.from_state(self.limits(key[0]), state)
+        self._shares.load_partition(key, state)
 
     def unload_partition(self, key: tuple[str, uuid.UUID, int]) -> None:
         """Forget a share-partition whose partition another broker leads now."""
-        self.partitions.pop(key, None)
+        self._shares.unload_partition(key)
 
     def unload_group(self, group_id: str) -> None:
         """Forget a group (its members) another broker coordinates now; it replays the group's records."""
@@ -285,32 +261,21 @@ class ShareCoordinator(SharePersistenceMixin):
 
     # -- admin --------------------------------------------------------------------------
     def limits(self, group_id: str) -> PartitionLimits:
-        duration = self.lock_durations.get(group_id)
-        return self.config.limits if duration is None else replace(self.config.limits,
-                                                                   record_lock_duration_ms=duration)
+        return self._shares.limits(group_id)
 
     def set_lock_duration(self, group_id: str, duration_ms: int | None) -> None:
         """Set (None: back to the broker's) the group's record lock duration; it applies to the
         acquisitions from now on."""
-        if duration_ms is None:
-            self.lock_durations.pop(group_id, None)
-        else:
-            self.lock_durations[group_id] = duration_ms
-        for key, sp in self.partitions.items():
-            if key[0] == group_id:
-                sp.limits = self.limits(group_id)
+        self._shares.set_lock_duration(group_id, duration_ms)
 
     def set_offset_reset(self, group_id: str, value: str | None) -> None:
         """Set (None: back to the default, latest) the group's share.auto.offset.reset; it
         applies to the share-partitions initialized from now on."""
-        if value is None:
-            self.offset_resets.pop(group_id, None)
-        else:
-            self.offset_resets[group_id] = value
+        self._shares.set_offset_reset(group_id, value)
 
     def start_offsets(self, group_id: str) -> dict:
         """{(topic id, partition): SharePartition} of the group's initialized share-partitions."""
-        return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
+        return self._shares.start_offsets(group_id)
 
     def describe(self, group_id: str) -> ShareGroup | None:
         group = self.groups.get(group_id)
@@ -331,16 +296,8 @@ class ShareCoordinator(SharePersistenceMixin):
             return ShareOutcome(result=ErrorCode.NON_EMPTY_GROUP)
         group.move(D)
         del self.groups[group_id]
-        self.offset_resets.pop(group_id, None)
-        self.lock_durations.pop(group_id, None)
-        keys = {k for k in self.partitions if k[0] == group_id}
-        if assigned:
-            keys |= {(group_id, topic_id, p) for topic_id, p in group.assigned}
-        records = []
-        for key in sorted(keys, key=lambda k: (str(k[1]), k[2])):
-            self.partitions.pop(key, None)
-            records.append((encode_key(SNAPSHOT_KEY, *key), None))
-        return ShareOutcome(records, ErrorCode.NONE, self._deletion_records(group))
+        records = self._shares.delete_group(group_id, group.assigned if assigned else ())
+        return ShareOutcome(records, ErrorCode.NONE, deletion_records(group))
 
     # -- start-up ------------------------------------------------------------------------
     @staticmethod
@@ -353,23 +310,13 @@ class ShareCoordinator(SharePersistenceMixin):
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one ``__share_group_state`` record (value None: tombstone) at start-up."""
-        k = decode_key(key)
-        if k is None:
-            return
-        pkey = (k.group_id, k.topic_id, k.partition)
-        if value is None:
-            self.partitions.pop(pkey, None)
-            return
-        state = decode_value(k.kind, value)
-        if k.kind == SNAPSHOT_KEY:
-            self.partitions[pkey] = SharePartition.from_state(self.limits(k.group_id), state)
-        elif pkey in self.partitions:
-            sp = self.partitions[pkey]
-            if state.start_offset >= 0:
-                sp.skip_to(state.start_offset)
-            sp.apply_batches(state.batches)
-        # the group itself comes from its __consumer_offsets records (replay_group_record), not
-        # from here: an older snapshot of a deleted group's share-partition would bring it back
+        self._shares.replay(key, value)
+
+    def replay_group_record(self, key: bytes, value: bytes | None, now_ms: int) -> bool:
+        """Apply one share-group record of ``__consumer_offsets`` (value None: tombstone), read
+        at ``now_ms`` when a member's session starts again.  Returns False for a record
+        skipped: of another type, or whose bytes do not decode (logged)."""
+        return self._loader.replay_group_record(key, value, now_ms)
 
 
 def _last_per_key(records: list) -> list:

@@ -1,5 +1,5 @@
-"""Writing share groups' ``__consumer_offsets`` records and rebuilding groups from them (part
-of ``ShareCoordinator``).
+"""Writing share groups' ``__consumer_offsets`` records (functions the share coordinator
+calls) and rebuilding groups from them (``ShareGroupLoader``, which ``ShareCoordinator`` holds).
 
 The records are Kafka's share-group types (``share_group_records``), written when Kafka
 writes them: a member's metadata (10) when it joins or its subscription changes; the
@@ -50,59 +50,69 @@ def subscription_metadata(group) -> dict:
     return {name: (topic_id, len(parts)) for m in group.members.values() for topic_id, name, parts in m.assignment}
 
 
-class SharePersistenceMixin:
-    # -- writing ------------------------------------------------------------------------
-    def _member_records(self, group, member, old_epoch: int, old_state: tuple | None) -> list[Record]:
-        """The records of a heartbeat that changed ``member`` (``old_state``: its member_state
-        before, None when it joined) and moved the group epoch from ``old_epoch``."""
-        gid, mid = group.group_id, member.member_id
-        new_state = member_state(member)
-        records = []
-        if old_state is None or old_state[:4] != new_state[:4]:
-            records.append(Record(gid, share_key(SHARE_MEMBER_METADATA, gid, mid), encode_share_member_metadata(
-                ShareMemberMetadata(member.rack_id, member.client_id, member.client_host, member.subscribed))))
-        records += self._group_records(group, old_epoch)
-        reassigned = old_state is None or old_state[4:] != new_state[4:]
-        assigned = _assigned(member.assignment)
-        if reassigned:
-            records.append(Record(gid, share_key(SHARE_TARGET_MEMBER, gid, mid), encode_share_target_member(assigned)))
-        if reassigned or group.epoch != old_epoch:
-            records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_group_epoch(group.epoch)))
-        if reassigned:
-            records.append(Record(gid, share_key(SHARE_CURRENT_ASSIGNMENT, gid, mid), encode_share_current_assignment(
-                ShareCurrentAssignment(member.epoch, member.previous_epoch, STABLE, assigned))))
-        return records
-
-    def _removal_records(self, group, member_id: str, old_epoch: int) -> list[Record]:
-        """The records of ``member_id`` having left ``group`` (whose epoch was ``old_epoch``)."""
-        gid = group.group_id
-        records = [Record(gid, share_key(t, gid, member_id), None)
-                   for t in (SHARE_CURRENT_ASSIGNMENT, SHARE_TARGET_MEMBER, SHARE_MEMBER_METADATA)]
-        records += self._group_records(group, old_epoch)
+def member_records(group, member, old_epoch: int, old_state: tuple | None) -> list[Record]:
+    """The records of a heartbeat that changed ``member`` (``old_state``: its member_state
+    before, None when it joined) and moved the group epoch from ``old_epoch``."""
+    gid, mid = group.group_id, member.member_id
+    new_state = member_state(member)
+    records = []
+    if old_state is None or old_state[:4] != new_state[:4]:
+        records.append(Record(gid, share_key(SHARE_MEMBER_METADATA, gid, mid), encode_share_member_metadata(
+            ShareMemberMetadata(member.rack_id, member.client_id, member.client_host, member.subscribed))))
+    records += group_records(group, old_epoch)
+    reassigned = old_state is None or old_state[4:] != new_state[4:]
+    assigned = _assigned(member.assignment)
+    if reassigned:
+        records.append(Record(gid, share_key(SHARE_TARGET_MEMBER, gid, mid), encode_share_target_member(assigned)))
+    if reassigned or group.epoch != old_epoch:
         records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_group_epoch(group.epoch)))
-        return records
+    if reassigned:
+        records.append(Record(gid, share_key(SHARE_CURRENT_ASSIGNMENT, gid, mid), encode_share_current_assignment(
+            ShareCurrentAssignment(member.epoch, member.previous_epoch, STABLE, assigned))))
+    return records
 
-    def _group_records(self, group, old_epoch: int) -> list[Record]:
-        """The subscription metadata if it changed (kept in the group) and the group epoch if it moved."""
-        gid = group.group_id
-        records = []
-        metadata = subscription_metadata(group)
-        if metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
-            records.append(Record(gid, share_key(SHARE_PARTITION_METADATA, gid),
-                                  encode_share_partition_metadata(metadata)))
-        if group.epoch != old_epoch:
-            records.append(Record(gid, share_key(SHARE_GROUP_METADATA, gid), encode_share_group_epoch(group.epoch)))
-        return records
 
-    @staticmethod
-    def _deletion_records(group) -> list[Record]:
-        """Tombstones of everything an empty ``group`` wrote, in Kafka's order."""
-        gid = group.group_id
-        return [Record(gid, share_key(t, gid), None)
-                for t in (SHARE_TARGET_METADATA, SHARE_PARTITION_METADATA, SHARE_GROUP_METADATA)]
+def removal_records(group, member_id: str, old_epoch: int) -> list[Record]:
+    """The records of ``member_id`` having left ``group`` (whose epoch was ``old_epoch``)."""
+    gid = group.group_id
+    records = [Record(gid, share_key(t, gid, member_id), None)
+               for t in (SHARE_CURRENT_ASSIGNMENT, SHARE_TARGET_MEMBER, SHARE_MEMBER_METADATA)]
+    records += group_records(group, old_epoch)
+    records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_group_epoch(group.epoch)))
+    return records
 
-    # -- replaying ----------------------------------------------------------------------
+
+def group_records(group, old_epoch: int) -> list[Record]:
+    """The subscription metadata if it changed (kept in the group) and the group epoch if it moved."""
+    gid = group.group_id
+    records = []
+    metadata = subscription_metadata(group)
+    if metadata != group.subscription_metadata:
+        group.subscription_metadata = metadata
+        records.append(Record(gid, share_key(SHARE_PARTITION_METADATA, gid),
+                              encode_share_partition_metadata(metadata)))
+    if group.epoch != old_epoch:
+        records.append(Record(gid, share_key(SHARE_GROUP_METADATA, gid), encode_share_group_epoch(group.epoch)))
+    return records
+
+
+def deletion_records(group) -> list[Record]:
+    """Tombstones of everything an empty ``group`` wrote, in Kafka's order."""
+    gid = group.group_id
+    return [Record(gid, share_key(t, gid), None)
+            for t in (SHARE_TARGET_METADATA, SHARE_PARTITION_METADATA, SHARE_GROUP_METADATA)]
+
+
+class ShareGroupLoader:
+    """Replays share-group records into ``groups`` (group id -> ShareGroup); ``new_group(group_id)``
+    and ``new_member(member_id)`` make the empty values a record fills in."""
+
+    def __init__(self, groups: dict, config, new_group, new_member):
+        self._groups = groups
+        self._config = config
+        self._new_group = new_group
+        self._new_member = new_member
+
     def replay_group_record(self, key: bytes, value: bytes | None, now_ms: int) -> bool:
         """Apply one share-group record of ``__consumer_offsets`` (value None: tombstone), read
         at ``now_ms`` when a member's session starts again.  Returns False for a record
@@ -118,14 +128,14 @@ class SharePersistenceMixin:
         return True
 
     def _replay_share_group(self, k: ShareKey, value: bytes | None, now_ms: int) -> None:
-        group = self.groups.get(k.group_id)
+        group = self._groups.get(k.group_id)
         if group is None:
             if value is None:
                 return
-            group = self.groups[k.group_id] = self._new_group(k.group_id)
+            group = self._groups[k.group_id] = self._new_group(k.group_id)
         if k.record_type == SHARE_GROUP_METADATA:
             if value is None:                        # deleted (DeleteGroups)
-                del self.groups[k.group_id]
+                del self._groups[k.group_id]
                 return
             group.epoch = decode_share_group_epoch(value)
         elif k.record_type == SHARE_PARTITION_METADATA:
@@ -140,14 +150,14 @@ class SharePersistenceMixin:
                 member = group.members.get(k.member_id) or self._new_member(k.member_id)
                 member.rack_id, member.client_id, member.client_host = v.rack_id, v.client_id, v.client_host
                 member.subscribed = tuple(sorted(v.subscribed_topic_names))
-                member.deadline_ms = now_ms + self.config.session_timeout_ms
+                member.deadline_ms = now_ms + self._config.session_timeout_ms
                 group.members[k.member_id] = member
         elif k.record_type == SHARE_CURRENT_ASSIGNMENT and value is not None:
             c = decode_share_current_assignment(value)
             member = group.members.get(k.member_id)
             if member is None:          # its metadata is written first, but compaction may move it on
                 member = group.members[k.member_id] = self._new_member(k.member_id)
-                member.deadline_ms = now_ms + self.config.session_timeout_ms
+                member.deadline_ms = now_ms + self._config.session_timeout_ms
             member.epoch, member.previous_epoch = c.member_epoch, c.previous_member_epoch
             member.assignment = _named(group, c.assigned)
             group.assigned.update((topic_id, p) for topic_id, parts in c.assigned.items() for p in parts)

@@ -53,229 +53,40 @@ coordinator decided but did not complete; ``unload_partition`` drops them.
 Errors are Kafka's ``ErrorCode`` values, never exceptions.  PRODUCER_FENCED is
 returned for every request version; ``error_for_version`` gives the code an
 older client understands (INVALID_PRODUCER_EPOCH), as Kafka's KafkaApis does.
+
+The values (the transition table, settings, metadata of one id, results) live in
+``txn_state`` and are re-exported here; the timer queue is a ``Deadlines``.
 """
 from __future__ import annotations
 
-import enum
-import heapq
 import itertools
 import logging
-from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from .coordinator import partition_for
+from .deadlines import Deadlines
 from .txn_records import (
     TxnLogValue, TxnRecordError, TxnState, decode_key, decode_value, encode_key, encode_value, partitions_of,
 )
+from .txn_state import (
+    APPEND_ERRORS, COMPLETE_OF, EXPIRABLE, MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, OFFSETS_TOPIC, PREPARED,
+    PRODUCER_FENCED_MIN_VERSION, TRANSACTION_STATE_TOPIC, VALID_PREVIOUS_STATES, InvalidTxnTransition, TxnConfig,
+    TxnDescription, TxnListing, TxnMarkers, TxnMetadata, TxnPartition, TxnResult, TxnTransit, TxnWrite, WriteKind,
+    error_for_version, is_epoch_exhausted,
+)
 
 __all__ = ["InvalidTxnTransition", "TransactionCoordinator", "TxnConfig", "TxnDescription", "TxnListing",
-           "TxnMarkers", "TxnResult", "TxnState", "TxnTransit", "TxnWrite", "VALID_PREVIOUS_STATES", "WriteKind",
-           "error_for_version", "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC"]
+           "TxnMarkers", "TxnMetadata", "TxnResult", "TxnState", "TxnTransit", "TxnWrite", "VALID_PREVIOUS_STATES",
+           "WriteKind", "PRODUCER_FENCED_MIN_VERSION", "error_for_version", "OFFSETS_TOPIC",
+           "TRANSACTION_STATE_TOPIC"]
 
 logger = logging.getLogger("kwire.groups.txn")
 
 E = ErrorCode
 S = TxnState
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-MAX_EPOCH = 2**15 - 1                   # Short.MaxValue
-
-# Kafka's TransactionState.validPreviousStates: a state may be entered only from these.
-VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
-    S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
-    S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
-    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
-    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
-    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
-    S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
-    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
-}
-COMPLETE_OF = {S.PREPARE_COMMIT: S.COMPLETE_COMMIT, S.PREPARE_ABORT: S.COMPLETE_ABORT}
-PREPARED = frozenset(COMPLETE_OF)       # decided; the markers are being written
-EXPIRABLE = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})   # Kafka's isExpirationAllowed
-
-# KIP-588: the first version of each API that understands PRODUCER_FENCED (api_key -> version).
-PRODUCER_FENCED_MIN_VERSION = {22: 4, 24: 2, 25: 2, 26: 2}   # InitProducerId, AddPartitions/AddOffsetsToTxn, EndTxn
-
-# Kafka's TransactionStateManager.appendTransactionToLog: append error -> coordinator error.
-_APPEND_ERRORS = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-}
-
-
-def error_for_version(error: ErrorCode, api_key: int, api_version: int) -> ErrorCode:
-    """The code to send: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for a request version
-    older than KIP-588's (InitProducerId < 4, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn < 2)."""
-    if error == E.PRODUCER_FENCED and api_version < PRODUCER_FENCED_MIN_VERSION.get(api_key, 0):
-        return E.INVALID_PRODUCER_EPOCH
-    return error
-
-
-def is_epoch_exhausted(epoch: int) -> bool:
-    """Kafka never hands out Short.MaxValue, so the coordinator can always fence once more."""
-    return epoch >= MAX_EPOCH - 1
-
-
-class InvalidTxnTransition(RuntimeError):
-    """A coordinator bug: a state change ``VALID_PREVIOUS_STATES`` does not allow."""
-
-
-@dataclass(frozen=True)
-class TxnConfig:
-    """Kafka's broker settings for transactions."""
-    transaction_max_timeout_ms: int = 900_000                 # transaction.max.timeout.ms
-    transactional_id_expiration_ms: int = 604_800_000         # transactional.id.expiration.ms
-    num_partitions: int = 50                                  # transaction.state.log.num.partitions
-    # How long a timer-driven write (timeout abort, tombstone, completion record) waits after
-    # its append failed before it is tried again.  Kafka retries aborts on its 10 s cleanup
-    # interval and completion records at once from its marker thread.
-    retry_backoff_ms: int = 1000
-
-
-class WriteKind(enum.Enum):
-    """Why a ``TxnWrite`` was made: decides what ``write_done`` answers."""
-    INIT_PRODUCER_ID = "InitProducerId"
-    FENCE = "InitProducerId fencing an ongoing transaction"
-    ADD_PARTITIONS = "AddPartitionsToTxn"
-    END_TXN = "EndTxn"
-    TIMEOUT_ABORT = "abort of a timed-out transaction"
-    COMPLETE = "completion after the markers"
-    EXPIRE = "expiry of an idle transactional id"
-
-
-@dataclass(frozen=True)
-class TxnTransit:
-    """The state a record writes (Kafka's TxnTransitMetadata); applied once the append succeeded."""
-    producer_id: int
-    last_producer_id: int
-    producer_epoch: int
-    last_producer_epoch: int
-    timeout_ms: int
-    state: TxnState
-    partitions: frozenset[tuple[str, int]]
-    start_timestamp_ms: int
-    last_update_timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class TxnWrite:
-    """A record to append to ``__transaction_state``-``partition`` (acks=all, uncompressed,
-    as Kafka), then to report with ``write_done``.  ``value`` None is a tombstone."""
-    transactional_id: str
-    partition: int
-    coordinator_epoch: int
-    key: bytes
-    value: bytes | None
-    kind: WriteKind
-    target: TxnTransit | None
-    write_id: int
-    requested: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class TxnMarkers:
-    """WriteTxnMarkers work: a COMMIT (``commit``) or ABORT marker for ``producer_id``/
-    ``producer_epoch`` with ``coordinator_epoch`` on each of ``partitions`` (data partitions and
-    the ``__consumer_offsets`` partitions of AddOffsetsToTxn groups).  ``txn_partition`` is the
-    ``__transaction_state`` partition of the transactional id."""
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    commit: bool
-    partitions: tuple[tuple[str, int], ...]
-    txn_partition: int
-
-
-@dataclass(frozen=True)
-class TxnResult:
-    """What one call decided.
-
-    ``write`` None: the answer is final — ``error`` (with ``producer_id``/``producer_epoch`` for
-    InitProducerId; ``partition_errors`` for AddPartitionsToTxn).  ``write`` set: append it
-    (after ``backoff_ms``) and pass the append's outcome to ``write_done``, whose result is the
-    answer.  ``markers``: write them, then call ``markers_written``.
-    """
-    error: ErrorCode = E.NONE
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    write: TxnWrite | None = None
-    markers: TxnMarkers | None = None
-    backoff_ms: int = 0
-    partitions: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def partition_errors(self) -> dict[tuple[str, int], ErrorCode]:
-        """AddPartitionsToTxn: Kafka's coordinator gives every requested partition the same code."""
-        return {tp: self.error for tp in self.partitions}
-
-
-@dataclass(frozen=True)
-class TxnDescription:
-    """One DescribeTransactions entry; on an error only ``error`` and the id are meaningful."""
-    transactional_id: str
-    error: ErrorCode
-    state: str = ""
-    producer_id: int = 0
-    producer_epoch: int = 0
-    transaction_timeout_ms: int = 0
-    transaction_start_time_ms: int = 0
-    topics: tuple[tuple[str, tuple[int, ...]], ...] = ()
-
-
-@dataclass(frozen=True)
-class TxnListing:
-    """ListTransactions: (transactional_id, producer_id, state name) rows, sorted by id."""
-    error: ErrorCode
-    unknown_state_filters: tuple[str, ...] = ()
-    states: tuple[tuple[str, int, str], ...] = ()
-
-
-@dataclass
-class TxnMetadata:
-    """One transactional id (Kafka's TransactionMetadata); changed only by ``_apply``."""
-    transactional_id: str
-    producer_id: int
-    last_producer_id: int
-    producer_epoch: int
-    last_producer_epoch: int
-    timeout_ms: int
-    state: TxnState
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    start_timestamp_ms: int = -1
-    last_update_timestamp_ms: int = -1
-    pending: TxnState | None = None      # Kafka's pendingState: a write or the markers are outstanding
-    pending_write: int | None = None     # the write_id ``write_done`` waits for
-    # A fence whose PrepareAbort append failed keeps its bumped epoch in memory (the old producer
-    # stays fenced) and the next fence does not bump again, as Kafka.
-    has_failed_epoch_fence: bool = False
-    retry_at_ms: int = 0                 # timers wait until then after a failed timer-driven write
-
-    def transit(self, **changes) -> TxnTransit:
-        base = TxnTransit(self.producer_id, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                          self.timeout_ms, self.state, frozenset(self.partitions), self.start_timestamp_ms,
-                          self.last_update_timestamp_ms)
-        return replace(base, **changes)
-
-
-@dataclass
-class _TxnPartition:
-    coordinator_epoch: int
-    loading: bool = True
-    txns: dict[str, TxnMetadata] = field(default_factory=dict)
-
+_TxnPartition = TxnPartition       # the name tests and older callers use
 
 class TransactionCoordinator:
     """The transactional ids of the ``__transaction_state`` partitions this broker leads.
@@ -290,10 +101,9 @@ class TransactionCoordinator:
     def __init__(self, allocate_producer_id: Callable[[], int], config: TxnConfig | None = None):
         self.config = config or TxnConfig()
         self._allocate = allocate_producer_id
-        self._partitions: dict[int, _TxnPartition] = {}
+        self._partitions: dict[int, TxnPartition] = {}
         self._write_ids = itertools.count(1)
-        self._heap: list[tuple[int, str]] = []
-        self._scheduled: dict[str, int] = {}
+        self._deadlines = Deadlines()       # transactional id -> its timeout or expiry
 
     # ------------------------------------------------------------------ ownership and loading
     def partition_for(self, transactional_id: str) -> int:
@@ -313,7 +123,7 @@ class TransactionCoordinator:
         held of it (a write of an older load is answered NOT_COORDINATOR), then ``replay`` its
         records; its ids answer COORDINATOR_LOAD_IN_PROGRESS until ``finish_load``."""
         self.unload_partition(partition)
-        self._partitions[partition] = _TxnPartition(coordinator_epoch)
+        self._partitions[partition] = TxnPartition(coordinator_epoch)
 
     def replay(self, key: bytes | None, value: bytes | None) -> bool:
         """Apply one ``__transaction_state`` record of a partition being loaded (value None:
@@ -369,7 +179,7 @@ class TransactionCoordinator:
         if part is None:
             return 0
         for transactional_id in part.txns:
-            self._scheduled.pop(transactional_id, None)
+            self._deadlines.discard(transactional_id)
         return len(part.txns)
 
     def pending_completions(self) -> list[TxnMarkers]:
@@ -381,7 +191,7 @@ class TransactionCoordinator:
                 if meta.state in PREPARED and meta.pending is COMPLETE_OF[meta.state]
                 and meta.pending_write is None]
 
-    def _lookup(self, transactional_id: str) -> tuple[int, _TxnPartition | None, ErrorCode]:
+    def _lookup(self, transactional_id: str) -> tuple[int, TxnPartition | None, ErrorCode]:
         p = self.partition_for(transactional_id)
         part = self._partitions.get(p)
         if part is None:
@@ -537,7 +347,7 @@ class TransactionCoordinator:
             return TxnResult(E.CONCURRENT_TRANSACTIONS if meta.state in PREPARED else E.NONE)
         return TxnResult(E.INVALID_TXN_STATE)
 
-    def _fence_and_abort(self, p: int, part: _TxnPartition, meta: TxnMetadata, kind: WriteKind,
+    def _fence_and_abort(self, p: int, part: TxnPartition, meta: TxnMetadata, kind: WriteKind,
                          now_ms: int) -> TxnWrite:
         """Kafka's prepareFenceProducerEpoch + endTransaction(ABORT): one PrepareAbort record with
         the epoch bumped, so the open transaction's producer is fenced."""
@@ -549,7 +359,7 @@ class TransactionCoordinator:
         return self._prepare(p, part, meta, transit, kind)
 
     # ------------------------------------------------------------------ writes and markers
-    def _prepare(self, p: int, part: _TxnPartition, meta: TxnMetadata, transit: TxnTransit | None,
+    def _prepare(self, p: int, part: TxnPartition, meta: TxnMetadata, transit: TxnTransit | None,
                  kind: WriteKind, requested: tuple = ()) -> TxnWrite:
         """Make the record of a change and mark the id pending until ``write_done``."""
         target = S.DEAD if transit is None else transit.state
@@ -582,7 +392,7 @@ class TransactionCoordinator:
         to append again after ``backoff_ms``.  A write of a partition unloaded or reloaded
         since is answered NOT_COORDINATOR and changes nothing.
         """
-        error = _APPEND_ERRORS.get(E(error), E(error))
+        error = APPEND_ERRORS.get(E(error), E(error))
         part = self._partitions.get(write.partition)
         meta = part.txns.get(write.transactional_id) if part is not None else None
         if (meta is None or part.loading or part.coordinator_epoch != write.coordinator_epoch
@@ -592,7 +402,7 @@ class TransactionCoordinator:
             return self._write_failed(meta, write, error, now_ms)
         if write.kind is WriteKind.EXPIRE:
             del part.txns[write.transactional_id]
-            self._scheduled.pop(write.transactional_id, None)
+            self._deadlines.discard(write.transactional_id)
             return TxnResult(E.NONE)
         self._apply(meta, write.target)
         kind = write.kind
@@ -636,7 +446,7 @@ class TransactionCoordinator:
         meta.pending_write = None
 
     @staticmethod
-    def _markers(p: int, part: _TxnPartition, meta: TxnMetadata) -> TxnMarkers:
+    def _markers(p: int, part: TxnPartition, meta: TxnMetadata) -> TxnMarkers:
         return TxnMarkers(meta.transactional_id, meta.producer_id, meta.producer_epoch, part.coordinator_epoch,
                           meta.state is S.PREPARE_COMMIT, tuple(sorted(meta.partitions)), p)
 
@@ -671,22 +481,12 @@ class TransactionCoordinator:
         return max(at, meta.retry_at_ms)
 
     def _reschedule(self, meta: TxnMetadata) -> None:
-        at = self._deadline(meta)
-        transactional_id = meta.transactional_id
-        if at is None:
-            self._scheduled.pop(transactional_id, None)
-        elif self._scheduled.get(transactional_id) != at:
-            self._scheduled[transactional_id] = at
-            heapq.heappush(self._heap, (at, transactional_id))
-        if len(self._heap) > 2 * len(self._scheduled) + 64:
-            self._heap = [(at, t) for t, at in self._scheduled.items()]
-            heapq.heapify(self._heap)
+        self._deadlines.set(meta.transactional_id, self._deadline(meta))
+        self._deadlines.compact()
 
     def next_deadline_ms(self) -> int | None:
         """When ``expired`` next has work, or None."""
-        while self._heap and self._scheduled.get(self._heap[0][1]) != self._heap[0][0]:
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        return self._deadlines.earliest()
 
     def expired(self, now_ms: int) -> list[TxnResult]:
         """The timer work due at ``now_ms``, each a result with a ``write`` to drive:
@@ -695,11 +495,7 @@ class TransactionCoordinator:
         and ids idle in Empty/Complete* for ``transactional_id_expiration_ms`` are tombstoned
         (forgotten once the tombstone is written)."""
         results = []
-        while self._heap and self._heap[0][0] <= now_ms:
-            at, transactional_id = heapq.heappop(self._heap)
-            if self._scheduled.get(transactional_id) != at:
-                continue
-            del self._scheduled[transactional_id]
+        for transactional_id in self._deadlines.pop_due(now_ms):
             p, part, _ = self._lookup(transactional_id)
             meta = part.txns.get(transactional_id) if part is not None else None
             if meta is None or self._deadline(meta) is None:
