@@ -1,3 +1,4 @@
+import os
 import pathlib
 
 import pytest
@@ -10,6 +11,9 @@ CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_cli
 # Modules of a slow folder that start no process (pure functions, an in-process socket at most):
 # they stay in the fast lane beside the harness they test.
 FAST_MODULES = ("faults/test_schedule.py", "faults/test_checker.py", "faults/test_proxy_refuse.py")
+# Runs only with --reference (or KWIRE_REFERENCE=1): the differential matrix against Tansu checks
+# compat_tests/FINDINGS.md against the reference broker, not kwire, and costs 1-1.5 min of CI.
+REFERENCE_MODULES = ("compat/test_reference_tansu.py",)
 _TESTS = pathlib.Path(__file__).parent
 
 
@@ -22,9 +26,13 @@ def pytest_addoption(parser):
                     help="how many schedules --long runs (default 200)")
     group.addoption("--fault-seed", type=int, action="append", default=[], metavar="S",
                     help="run exactly the schedule of seed S (repeatable); replays a failure")
+    parser.getgroup("kwire-compat", "the compatibility matrix (tests/compat)").addoption(
+        "--reference", action="store_true",
+        help="also run the matrix against Tansu and check compat_tests/FINDINGS.md (or set KWIRE_REFERENCE=1)")
 
 
 def pytest_collection_modifyitems(config, items):
+    reference = config.getoption("--reference") or os.environ.get("KWIRE_REFERENCE") == "1"
     for item in items:
         try:
             relative = pathlib.Path(str(item.path)).relative_to(_TESTS)
@@ -32,6 +40,9 @@ def pytest_collection_modifyitems(config, items):
             continue
         if relative.parts[0] in CLIENT_DIRS and relative.as_posix() not in FAST_MODULES:
             item.add_marker(pytest.mark.clients)
+        if relative.as_posix() in REFERENCE_MODULES and not reference:
+            item.add_marker(pytest.mark.skip(reason="the differential run against Tansu: pytest --reference "
+                                                    "(or kwire compat --against tansu)"))
 
 
 @pytest.fixture(scope="session")
