@@ -9,7 +9,7 @@ from kwire.codecs.errors import ErrorCode
 
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
-from kwire.handlers.metadata import NO_OPS, broker_entries
+from kwire.handlers.metadata import NO_OPS
 
 
 @handles(60, 0, 1)
@@ -19,7 +19,7 @@ async def handle_describe_cluster(ctx, request):
                 "error_message": "kwire serves only broker endpoints",
                 "endpoint_type": request.endpoint_type, "cluster_id": ctx.broker.cluster_id,
                 "controller_id": -1, "brokers": []}
-    brokers, controller_id = broker_entries(ctx)
+    brokers, controller_id = ctx.broker.topology.broker_entries(ctx)
     operations = authz.bits(authz.cluster_operations(ctx)) if request.include_cluster_authorized_operations \
         else NO_OPS
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,

@@ -82,18 +82,11 @@ async def alter_topic(ctx, name: str, new_configs: dict, validate_only: bool) ->
     configs = validate_topic_configs(new_configs)
     if validate_only:
         return
-    if ctx.broker.cluster is not None:
-        await ctx.broker.cluster.set_topic_configs(name, configs)
-    else:
-        ctx.broker.logs.set_topic_configs(name, configs)
+    await ctx.broker.topic_admin.set_configs(name, configs)     # a cluster's: in ZooKeeper, applied here
 
 
 def current_topic_configs(ctx, name: str) -> dict:
-    cluster = ctx.broker.cluster
-    if cluster is not None and cluster.snapshot is not None and name in cluster.snapshot.topics:
-        return dict(cluster.snapshot.configs.get(name, {}))
-    topic = ctx.broker.logs.get(name)
-    return dict(topic.configs) if topic else {}
+    return ctx.broker.topology.topic_configs(name)      # the cluster's, when it knows the topic
 
 
 async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:

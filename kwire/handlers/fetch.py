@@ -56,16 +56,6 @@ class FileRecords:
             s.close()
 
 
-def check_leader_epoch(plog, current_leader_epoch: int) -> None:
-    """Raises KafkaApiError(FENCED_LEADER_EPOCH | UNKNOWN_LEADER_EPOCH) on a mismatch."""
-    if current_leader_epoch is None or current_leader_epoch < 0:
-        return
-    if current_leader_epoch < plog.leader_epoch:
-        raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
-    if current_leader_epoch > plog.leader_epoch:
-        raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-
-
 def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
     return {"partition_index": index, "error_code": int(code),
             "high_watermark": plog.high_watermark if plog else -1,
@@ -75,34 +65,17 @@ def empty_partition(index: int, code: ErrorCode, plog=None) -> dict:
             "records": b""}
 
 
-def check_serving(ctx, topic_name: str, partition: int, plog, current_leader_epoch: int | None,
-                  replica_id: int = -1) -> tuple[int | None, object]:
-    """Whether this broker serves reads of the partition; raises KafkaApiError.
-
-    Single node: the leader epoch check alone.  Cluster: leadership too
-    (kwire.cluster.replication), and a follower must be an assigned replica.  Returns
-    (the offset a read may go up to: None = the high watermark, a follower reads
-    up to the log end offset; the leader state for a follower's fetch, else None)."""
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        check_leader_epoch(plog, current_leader_epoch)
-        return None, None
-    tp = (topic_name, partition)
-    leader = cluster.replicas.check_leader(tp, plog, current_leader_epoch)
-    if replica_id < 0:
-        return None, None
-    cluster.replicas.check_follower(leader, replica_id)
-    return plog.log_end_offset, leader
-
-
 def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
                    replica_id: int = -1, read_committed: bool = False) -> tuple[dict, int]:
     plog = ctx.broker.logs.partition(topic_name, p.partition)
     if plog is None:
         return empty_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+    partitions = ctx.broker.partitions   # kwire.services.partitions: leadership (cluster), the leader epoch
     try:
-        max_offset, leader = check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch,
-                                           replica_id)
+        # (the offset a read may go up to: None = the high watermark, a follower's is the log end;
+        # the leader state for a follower's fetch, else None)
+        max_offset, leader = partitions.check_serving(topic_name, p.partition, plog, p.current_leader_epoch,
+                                                      replica_id)
         if read_committed and replica_id < 0:
             max_offset = plog.last_stable_offset
         if budget > 0 or first:
@@ -115,8 +88,8 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
     except KafkaApiError as exc:
         return empty_partition(p.partition, exc.code, plog), 0
     if leader is not None:        # a valid follower fetch, read without error: now it counts
-        ctx.broker.cluster.replicas.on_follower_fetch((topic_name, p.partition), leader, replica_id,
-                                                      p.fetch_offset, getattr(p, "log_start_offset", -1))
+        partitions.follower_fetched(topic_name, p.partition, leader, replica_id, p.fetch_offset,
+                                    getattr(p, "log_start_offset", -1))
     entry = empty_partition(p.partition, ErrorCode.NONE, plog)
     entry["records"] = slices
     if read_committed and slices:
@@ -278,7 +251,8 @@ def idle(plog, cp: CachedPartition, read_committed: bool) -> bool:
     """Whether a session partition has nothing to answer: caught up, same high watermark and
     log start offset as last answered, online, no leader epoch error.  Such a partition would
     be read and then left out of the response; skipping it is what makes an incremental fetch
-    of many idle partitions cheap.  Single node only (in a cluster, leadership is checked)."""
+    of many idle partitions cheap.  Only where every partition is served (a single node: in a
+    cluster, leadership is checked)."""
     if plog.high_watermark != cp.high_watermark or \
             plog.log_start_offset != cp.local_log_start_offset or plog.offline:
         return False
@@ -296,7 +270,7 @@ def build_incremental(ctx, request, session, replica_id: int, read_committed: bo
     total = 0
     errors = False
     read = []
-    skip_idle = ctx.broker.cluster is None and replica_id < 0
+    skip_idle = ctx.broker.partitions.serves_every_partition and replica_id < 0
     topics = ctx.broker.logs.topics
     by_id = session.uses_topic_ids
     if gate is not None:

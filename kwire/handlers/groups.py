@@ -47,34 +47,11 @@ def service(ctx):
 
 
 def coordinator_entry(ctx, key: str, key_type: int) -> dict:
-    ep = ctx.broker.endpoint_for(ctx.listener)
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "error_message": f"no coordinator of key type {key_type}"}
-    if ctx.broker.cluster is not None:
-        return cluster_coordinator_entry(ctx, key, key_type)
-    return {"key": key, "node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port,
-            "error_code": 0, "error_message": None}
-
-
-def cluster_coordinator_entry(ctx, key: str, key_type: int = GROUP_KEY) -> dict:
-    """The leader of the group's __consumer_offsets partition coordinates it, the leader of
-    the transactional id's __transaction_state partition the id (Kafka's rule)."""
-    from kwire.groups.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-    topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
-    snap = ctx.broker.cluster.snapshot
-    meta = snap.topics.get(topic)
-    state = None
-    if meta is not None:
-        state = snap.states.get((topic, service(ctx).coordinator.partition_for(key, len(meta.assignment))))
-    broker = snap.brokers.get(state.leader) if state is not None else None
-    ep = broker.endpoint(ctx.listener) if broker is not None else None
-    if ep is None:      # no leader, or (Kafka's getAliveBrokerNode) none reachable through this listener
-        return {"key": key, "node_id": -1, "host": "", "port": -1,
-                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}
-    return {"key": key, "node_id": state.leader, "host": ep.host, "port": ep.port,
-            "error_code": 0, "error_message": None}
+    return ctx.broker.topology.coordinator_entry(ctx, key, key_type)   # kwire.services.topology
 
 
 # FindCoordinator's check per key type, and the error's message as Kafka's Errors words it

@@ -12,7 +12,6 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
-from kwire.handlers.fetch import check_serving
 
 PREFERRED = 0      # ElectLeaders election_type; 1 = unclean
 
@@ -27,7 +26,7 @@ def epoch_entry(ctx, topic_name: str, p) -> dict:
         return entry
     try:
         plog.health.check_online()
-        check_serving(ctx, topic_name, p.partition, plog, p.current_leader_epoch)
+        ctx.broker.partitions.check_serving(topic_name, p.partition, plog, p.current_leader_epoch)
     except KafkaApiError as exc:
         entry["error_code"] = int(exc.code)
         return entry
@@ -64,7 +63,6 @@ async def handle_elect_leaders(ctx, request):
     """Preferred-leader election (unclean elections are refused).  A single node is always
     its partitions' preferred leader: ELECTION_NOT_NEEDED."""
     election_type = getattr(request, "election_type", PREFERRED)
-    cluster = ctx.broker.cluster
     if request.topic_partitions is None:
         wanted = {t.name: list(range(len(t.partitions))) for t in ctx.broker.logs.topics.values()}
     else:
@@ -75,12 +73,7 @@ async def handle_elect_leaders(ctx, request):
         code = ErrorCode.INVALID_REQUEST
         return {"throttle_time_ms": 0, "error_code": 0,
                 "replica_election_results": _results(wanted, lambda t, p: code)}
-    if cluster is None:
-        def local(topic, p):
-            known = ctx.broker.logs.partition(topic, p) is not None
-            return ErrorCode.ELECTION_NOT_NEEDED if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": _results(wanted, local)}
     partitions = [(t, p) for t, parts in wanted.items() for p in parts]
-    codes = await cluster.request_preferred_election(partitions, request.timeout_ms / 1000)
+    codes = await ctx.broker.partitions.elect_preferred(partitions, request.timeout_ms / 1000)
     return {"throttle_time_ms": 0, "error_code": 0,
             "replica_election_results": _results(wanted, lambda t, p: codes[(t, p)])}

@@ -26,7 +26,6 @@ from kwire.admin.acls import AclOperation, ResourceType
 from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from kwire.runtime import blocking
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
 
@@ -35,75 +34,9 @@ ZERO_UUID = None  # kafka-python encodes None as the zero UUID
 NO_OPS = None  # bitfield: None encodes as -2147483648 (not requested)
 
 
-def partition_entries(ctx, topic) -> list[dict]:
-    if ctx.broker.cluster is not None:
-        return cluster_partition_entries(ctx.broker.cluster.snapshot, topic, ctx.listener,
-                                         listener_not_found=ctx.api_key == 3 and ctx.api_version >= 6)
-    node = ctx.broker.node_id
-    return [{"error_code": 0, "partition_index": i, "leader_id": node,
-             "leader_epoch": plog.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
-             "offline_replicas": []} if not plog.offline else offline_entry(i, plog, node)
-            for i, plog in enumerate(topic.partitions)]
-
-
-def cluster_partition_entries(snap, topic, listener: str = "PLAINTEXT", *,
-                              listener_not_found: bool = True) -> list[dict]:
-    """Leader, epoch, replicas, ISR and offline replicas as ZooKeeper says (kwire.cluster.node).
-
-    A leader that is not among the live brokers (its session expired and the controller has
-    not elected another yet) is answered as Kafka's metadata cache does: LEADER_NOT_AVAILABLE
-    with no leader id, never an id missing from the response's broker list (kafka-python's
-    producer thread fails on every send to such a node until its next metadata).  A live
-    leader without an endpoint for ``listener`` is left out of the broker list too: its
-    partitions answer LISTENER_NOT_FOUND (``listener_not_found``, Metadata v6+) or
-    LEADER_NOT_AVAILABLE."""
-    meta = snap.topics.get(topic.name) if snap else None
-    entries = []
-    for i in range(len(topic.partitions)):
-        replicas = list(meta.assignment.get(i, ())) if meta else []
-        state = snap.states.get((topic.name, i)) if snap else None
-        offline = [r for r in replicas if r not in snap.brokers] if snap else []
-        leader = snap.brokers.get(state.leader) if state is not None and snap else None
-        if leader is None or leader.endpoint(listener) is None:
-            missing = leader is not None and listener_not_found
-            entries.append({"error_code": int(ErrorCode.LISTENER_NOT_FOUND if missing
-                                              else ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": i,
-                            "leader_id": -1, "leader_epoch": state.leader_epoch if state else -1,
-                            "replica_nodes": replicas, "isr_nodes": list(state.isr) if state else [],
-                            "offline_replicas": offline})
-            continue
-        entries.append({"error_code": 0, "partition_index": i, "leader_id": state.leader,
-                        "leader_epoch": state.leader_epoch, "replica_nodes": replicas,
-                        "isr_nodes": list(state.isr), "offline_replicas": offline})
-    return entries
-
-
-def broker_entries(ctx) -> tuple[list[dict], int]:
-    """(live brokers, controller id): this node alone, or the cluster's live brokers with an
-    endpoint for the listener of the request (those without one are left out, as in Kafka)."""
-    cluster = ctx.broker.cluster
-    if cluster is None or cluster.snapshot is None:
-        ep = ctx.broker.endpoint_for(ctx.listener)
-        return [{"node_id": ctx.broker.node_id, "host": ep.host, "port": ep.port, "rack": None}], \
-            ctx.broker.node_id
-    snap = cluster.snapshot
-    return [{"node_id": i, "host": ep.host, "port": ep.port, "rack": b.rack}
-            for i, b in sorted(snap.brokers.items()) if (ep := b.endpoint(ctx.listener)) is not None], \
-        snap.controller_id
-
-
-def offline_entry(index: int, plog, node: int) -> dict:
-    """A partition whose storage failed (kwire.log.health): KAFKA_STORAGE_ERROR, its replica
-    listed offline.  The leader stays named so that produce and fetch reach this broker and
-    get KAFKA_STORAGE_ERROR instead of clients waiting silently for a leader."""
-    return {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "partition_index": index,
-            "leader_id": node, "leader_epoch": plog.leader_epoch, "replica_nodes": [node],
-            "isr_nodes": [node], "offline_replicas": [node]}
-
-
 def topic_entry(ctx, topic) -> dict:
     return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
-            "is_internal": topic.internal, "partitions": partition_entries(ctx, topic),
+            "is_internal": topic.internal, "partitions": ctx.broker.topology.partition_entries(ctx, topic),
             "authorized_operations": NO_OPS}
 
 
@@ -134,16 +67,9 @@ async def lookup_or_create(ctx, name: str, allow_create: bool) -> dict:
     if not create:
         return error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        if ctx.broker.cluster is not None:
-            await ctx.broker.cluster.create_topic(name, ctx.broker.config.num_partitions,
-                                                  ctx.broker.config.default_replication_factor, {},
-                                                  wait_s=2.0)
-            topic = logs.get(name)
-            if topic is None:
-                return error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
-        else:
-            topic = await blocking.create_topic(logs, name, ctx.broker.config.num_partitions, {},
-                                                now_ms=ctx.broker.clock.now_ms(), exist_ok=True)
+        topic = await ctx.broker.topic_admin.auto_create(name)      # kwire.services.topic_admin
+        if topic is None:               # a cluster's topic without a leader here yet
+            return error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
     except KafkaApiError as exc:
         return error_entry(name, exc.code)
     logger.info("auto-created topic %s with %d partition(s)", name, len(topic.partitions))
@@ -204,7 +130,7 @@ async def handle_metadata(ctx, request):
     cluster_ops = NO_OPS
     if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations:
         cluster_ops = authz.bits(authz.cluster_operations(ctx))
-    brokers, controller_id = broker_entries(ctx)
+    brokers, controller_id = ctx.broker.topology.broker_entries(ctx)
     return {"throttle_time_ms": 0, "brokers": brokers,
             "cluster_id": ctx.broker.cluster_id, "controller_id": controller_id,
             "topics": topics, "authorized_operations": cluster_ops, "error_code": 0}
@@ -273,7 +199,7 @@ async def handle_describe_topic_partitions(ctx, request):
         end = min(len(topic.partitions), start + remaining)
         topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
                        "partitions": [dict(p, eligible_leader_replicas=[], last_known_elr=[])
-                                      for p in partition_entries(ctx, topic)[start:end]],
+                                      for p in ctx.broker.topology.partition_entries(ctx, topic)[start:end]],
                        "topic_authorized_operations": -2147483648})
         if end < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": end}

@@ -16,7 +16,6 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.runtime.blocking import admin_lock, run_blocking
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
-from kwire.handlers.fetch import check_serving
 
 logger = logging.getLogger("kwire.offsets")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
@@ -40,21 +39,6 @@ def lookup(plog, timestamp: int, read_committed: bool = False) -> tuple[int, int
     return (found[0], found[1]) if found else (-1, -1)
 
 
-def check_caught_up(ctx, topic_name: str, partition: int, plog) -> None:
-    """Kafka's rule for a new leader (Partition.fetchOffsetForTimestamp): until its high
-    watermark reaches the log end it had when its epoch began, the followers have not told
-    it what is committed, and its high watermark (a follower's, one fetch behind) is too
-    low to answer with; OFFSET_NOT_AVAILABLE makes clients ask again.  Raises KafkaApiError."""
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return
-    leader = cluster.replicas.leader((topic_name, partition))
-    if leader is not None and leader.epoch_start_offset > plog.high_watermark:
-        raise KafkaApiError(ErrorCode.OFFSET_NOT_AVAILABLE,
-                            f"the high watermark {plog.high_watermark} is behind the start offset "
-                            f"{leader.epoch_start_offset} of leader epoch {leader.leader_epoch}")
-
-
 def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dict:
     entry = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
              "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -64,8 +48,9 @@ def list_partition(ctx, topic_name: str, p, read_committed: bool = False) -> dic
         return entry
     try:
         plog.health.check_online()
-        check_serving(ctx, topic_name, p.partition_index, plog, p.current_leader_epoch)
-        check_caught_up(ctx, topic_name, p.partition_index, plog)
+        partitions = ctx.broker.partitions
+        partitions.check_serving(topic_name, p.partition_index, plog, p.current_leader_epoch)
+        partitions.check_caught_up(topic_name, p.partition_index, plog)   # a new leader's high watermark
         offset, timestamp = lookup(plog, p.timestamp, read_committed)
     except KafkaApiError as exc:
         entry["error_code"] = int(exc.code)
@@ -102,10 +87,10 @@ async def delete_partition(ctx, topic_name: str, p, timeout_ms: int) -> dict:
     if plog is None:
         return {"partition_index": p.partition_index, "low_watermark": -1,
                 "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
-    cluster = ctx.broker.cluster
+    partitions = ctx.broker.partitions
     tp = (topic_name, p.partition_index)
     try:
-        leader = cluster.replicas.check_leader(tp, plog, None) if cluster is not None else None
+        leader = partitions.check_writer(topic_name, p.partition_index, plog)
         async with admin_lock(logs):  # one writer of the checkpoint file at a time
             target = plog.delete_records_target(p.offset)
             if target is not None:
@@ -122,9 +107,8 @@ async def delete_partition(ctx, topic_name: str, p, timeout_ms: int) -> dict:
     if leader is None:
         return {"partition_index": p.partition_index, "low_watermark": plog.log_start_offset, "error_code": 0}
     deadline = trio.current_time() + max(timeout_ms, 0) / 1000
-    code = await cluster.replicas.wait_low_watermark(tp, leader, plog.log_start_offset, deadline)
-    return {"partition_index": p.partition_index, "low_watermark": cluster.replicas.low_watermark(leader),
-            "error_code": int(code)}
+    low_watermark, code = await partitions.wait_deleted(tp, leader, plog.log_start_offset, deadline)
+    return {"partition_index": p.partition_index, "low_watermark": low_watermark, "error_code": int(code)}
 
 
 @handles(21, 0, 2)

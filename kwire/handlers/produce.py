@@ -54,36 +54,31 @@ def append_to(ctx, plog, topic_name: str, data, flushes: list, waits: list, acks
                                f"cannot append to internal topic {topic_name}"), None
     if data.records is None:
         return partition_error(data.index, ErrorCode.CORRUPT_MESSAGE, "null records"), None
-    cluster = ctx.broker.cluster
     try:
-        if cluster is not None:      # replicated: only the leader appends (kwire.cluster.replication)
-            tp = (topic_name, data.index)
-            leader = cluster.replicas.check_leader(tp, plog, None)
-            if acks == -1:
-                cluster.replicas.check_min_isr(tp, leader)
-        # One validation pass over the batches, including zstd before v7 (KIP-110).
-        result = plog.append(data.records, now_ms=ctx.broker.clock.now_ms(), produce_version=ctx.api_version)
+        # kwire.services.partitions: leadership, min.insync.replicas and the acks=all wait
+        # (replicated), or nothing but the append (one node).  One validation pass over the
+        # batches, including zstd before v7 (KIP-110).
+        result = ctx.broker.partitions.append(topic_name, data.index, plog, data.records, ctx.broker.clock.now_ms(),
+                                              ctx.api_version, acks, waits)
     except KafkaApiError as exc:
         return partition_error(data.index, exc.code, exc.message, _record_errors(exc)), None
     if result.needs_flush:
         flushes.append(plog)
-    if cluster is not None:
-        cluster.replicas.after_append(tp)
-        if acks == -1:
-            waits.append((tp, leader, result.last_offset + 1))
     return {"index": data.index, "error_code": 0, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
             "record_errors": [], "error_message": None}, result
 
 
 async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> None:
-    """acks=all in a cluster: hold the response until the high watermark passes each append
-    (or the request's timeout); a partition that does not get there answers the error."""
+    """acks=all of replicated appends: hold the response until the high watermark passes each
+    append (or the request's timeout); a partition that does not get there answers the error."""
     deadline = trio.current_time() + max(timeout_ms, 0) / 1000
     entries = {(t["name"], p["index"]): p for t in responses for p in t["partition_responses"]}
-    for tp, leader, required in waits:
-        code = await ctx.broker.cluster.replicas.wait_replicated(tp, leader, required, deadline)
+    partitions = ctx.broker.partitions
+    for wait in waits:
+        code = await partitions.wait_acks(wait, deadline)
         if code != ErrorCode.NONE:
+            tp = wait[0]
             entries[tp].update(partition_error(tp[1], code))
 
 
@@ -174,10 +169,7 @@ async def handle_produce(ctx, request):
                 appended.append((topic.name, data.index))
             parts.append(entry)
         responses.append({"name": topic.name, "partition_responses": parts})
-    if ctx.broker.cluster is None:
-        ctx.broker.notify_appended(appended)
-    else:   # replicated: followers copy it now; consumers wait for the high watermark
-        ctx.broker.notify_log_end(appended)
+    ctx.broker.partitions.appended(appended)     # replicated: followers now, consumers at the high watermark
     for plog in flushes:
         await run_blocking(plog.flush)
     if waits:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from kwire.codecs.errors import ErrorCode
 from kwire.groups.txn_coordinator import error_for_version
 
-from kwire.runtime.blocking import next_producer_id
 from kwire.handlers.registry import handles
 from kwire.handlers.authz_groups import TRANSACTIONAL_ID, WRITE, denied, may_write_idempotently
 
@@ -37,9 +36,5 @@ async def handle_init_producer_id(ctx, request):
                 "producer_id": -1, "producer_epoch": -1}
     # An idempotent producer asking to bump its epoch (v3+) gets a fresh id instead,
     # as Kafka does for producers without a transactional id.
-    cluster = ctx.broker.cluster
-    if cluster is not None:
-        producer_id = await cluster.next_producer_id()
-    else:
-        producer_id = await next_producer_id(ctx.broker.logs)
+    producer_id = await ctx.broker.topology.next_producer_id()    # cluster-wide blocks in a cluster
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}

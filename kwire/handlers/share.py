@@ -132,14 +132,8 @@ def _uuid(value) -> uuid.UUID:
 
 def _leader(ctx, topic_id, partition) -> dict:
     topic = ctx.broker.logs.topics_by_id.get(topic_id)
-    cluster = ctx.broker.cluster
-    if cluster is not None:            # the partition's leader now, as the cluster's metadata says
-        state = cluster.snapshot.states.get((topic.name, partition)) if topic and cluster.snapshot else None
-        if state is None:
-            return {"leader_id": -1, "leader_epoch": -1}
-        return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
-    epoch = topic.partitions[partition].leader_epoch if topic and 0 <= partition < len(topic.partitions) else -1
-    return {"leader_id": ctx.broker.node_id, "leader_epoch": max(epoch, 0)}
+    leader_id, leader_epoch = ctx.broker.topology.leader_of(topic, partition)   # the cluster's metadata now
+    return {"leader_id": leader_id, "leader_epoch": leader_epoch}
 
 
 @handles(78, 0, 1, enabled=enabled)

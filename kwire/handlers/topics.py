@@ -10,45 +10,14 @@ its name withheld.  CreatePartitions needs ALTER on each topic.
 """
 from __future__ import annotations
 
-import logging
-
 from kwire.admin.acls import AclOperation, ResourceType
 from kwire.admin.describe import describe_topic
 from kwire.admin.topic_config import validate_topic_configs
-from kwire.admin.topics import INTERNAL_TOPICS, validate_topic_name
+from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
-from kwire.runtime import blocking
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
-
-logger = logging.getLogger("kwire.topics")
-
-
-def check_replication(ctx, replication_factor: int, assignments) -> None:
-    """Single node: replication factor 1 (or -1 = default), replicas only on this node.
-    Cluster: a manual assignment names live brokers, each at most once per partition (the
-    replication factor is checked by ``assign_replicas``)."""
-    cluster = ctx.broker.cluster
-    if cluster is not None:
-        live = cluster.snapshot.brokers
-        for a in assignments or ():
-            ids = list(a.broker_ids)
-            if not ids or len(set(ids)) != len(ids) or any(i not in live for i in ids):
-                raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                    f"replica assignment {ids} must name distinct live brokers "
-                                    f"(live: {sorted(live)})")
-        return
-    if replication_factor not in (-1, 1):
-        raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"Unable to replicate the partition {replication_factor} time(s): "
-                            "The target replication factor of "
-                            f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
-    for a in assignments or ():
-        if list(a.broker_ids) != [ctx.broker.node_id]:
-            raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"replica assignment {list(a.broker_ids)} names brokers other than "
-                                f"node {ctx.broker.node_id}")
 
 
 def plan_topic(ctx, t) -> tuple[int, dict[str, str]]:
@@ -64,7 +33,7 @@ def plan_topic(ctx, t) -> tuple[int, dict[str, str]]:
         partitions = ctx.broker.config.num_partitions
     if partitions <= 0:
         raise KafkaApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-    check_replication(ctx, t.replication_factor, t.assignments)
+    ctx.broker.topic_admin.check_replication(t.replication_factor, t.assignments)
     configs = validate_topic_configs({c.name: c.value for c in t.configs or ()})
     return partitions, configs
 
@@ -75,30 +44,6 @@ def created_entry(ctx, name, topic_id, partitions, configs, replication_factor: 
             "num_partitions": partitions, "replication_factor": replication_factor,
             "configs": [{"name": e.name, "value": e.value, "read_only": e.read_only,
                          "config_source": e.source, "is_sensitive": e.is_sensitive} for e in entries]}
-
-
-def replication_factor_of(ctx, t) -> int:
-    if t.assignments:
-        return len(t.assignments[0].broker_ids)
-    return ctx.broker.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
-
-
-async def create_in_cluster(ctx, t, partitions: int, configs, validate_only: bool, timeout_ms: int):
-    """Assign replicas over the live brokers and write the topic to ZooKeeper; the controller
-    elects its leaders.  Returns the topic id (None when only validating)."""
-    from kwire.admin.assignment import assign_replicas
-    cluster = ctx.broker.cluster
-    brokers = {i: b.rack for i, b in cluster.snapshot.brokers.items()}
-    if t.assignments:
-        assignment = {i: tuple(a.broker_ids) for i, a in enumerate(t.assignments)}
-    else:
-        assignment = assign_replicas(brokers, partitions, replication_factor_of(ctx, t))
-    if validate_only:
-        return None
-    await cluster.create_topic(t.name, partitions, 0, configs, assignment,
-                               wait_s=max(timeout_ms, 0) / 1000 or 10.0)
-    topic = ctx.broker.logs.get(t.name)
-    return topic.topic_id if topic else None
 
 
 def create_acls(ctx, request) -> tuple[set[str], set[str]]:
@@ -138,63 +83,15 @@ async def handle_create_topics(ctx, request):
             continue
         try:
             partitions, configs = plan_topic(ctx, t)
-            topic_id = None
-            if ctx.broker.cluster is not None:
-                topic_id = await create_in_cluster(ctx, t, partitions, configs, request.validate_only,
-                                                   request.timeout_ms)
-            elif not request.validate_only:
-                topic = await blocking.create_topic(ctx.broker.logs, t.name, partitions, configs,
-                                                    now_ms=ctx.broker.clock.now_ms())
-                topic_id = topic.topic_id
-                logger.info("created topic %s (%d partitions, configs %s)", t.name, partitions, configs)
-            rf = replication_factor_of(ctx, t) if ctx.broker.cluster is not None else 1
-            entry = created_entry(ctx, t.name, topic_id, partitions, configs, rf)
+            admin = ctx.broker.topic_admin      # kwire.services.topic_admin
+            topic_id = await admin.create(t, partitions, configs, request.validate_only, request.timeout_ms)
+            entry = created_entry(ctx, t.name, topic_id, partitions, configs, admin.replication_factor(t))
             results.append(hide_configs(entry) if t.name in undescribable else entry)
         except KafkaApiError as exc:
             results.append({"name": t.name, "topic_id": None, "error_code": int(exc.code),
                             "error_message": exc.message, "num_partitions": -1,
                             "replication_factor": -1, "configs": None})
     return {"throttle_time_ms": 0, "topics": results}
-
-
-def delete_one(ctx, name, topic_id) -> dict:
-    logs = ctx.broker.logs
-    if name is None and topic_id is not None:
-        topic = logs.topics_by_id.get(topic_id)
-        if topic is None:
-            return {"name": None, "topic_id": topic_id, "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
-                    "error_message": None}
-        name = topic.name
-    try:
-        if not ctx.broker.config.delete_topic_enable:
-            raise KafkaApiError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        if name in INTERNAL_TOPICS:
-            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{name} is an internal topic")
-        topic = logs.delete_topic(name)
-        logger.info("deleted topic %s", name)
-        return {"name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}
-    except KafkaApiError as exc:
-        return {"name": name, "topic_id": topic_id, "error_code": int(exc.code), "error_message": exc.message}
-
-
-async def delete_in_cluster(ctx, name, topic_id, timeout_ms: int) -> dict:
-    """Mark the topic for deletion in ZooKeeper; the controller removes it and every broker
-    deletes its logs.  Waits until this broker's copy is gone (or the request's timeout)."""
-    logs = ctx.broker.logs
-    topic = logs.topics_by_id.get(topic_id) if name is None else logs.get(name)
-    try:
-        if topic is None:
-            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID if name is None else
-                                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-        name = topic.name
-        if not ctx.broker.config.delete_topic_enable:
-            raise KafkaApiError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        if name in INTERNAL_TOPICS:
-            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{name} is an internal topic")
-        await ctx.broker.cluster.delete_topic(name, max(timeout_ms, 0) / 1000 or 30.0)
-        return {"name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}
-    except KafkaApiError as exc:
-        return {"name": name, "topic_id": topic_id, "error_code": int(exc.code), "error_message": exc.message}
 
 
 def delete_refusals(ctx, wanted: list[tuple]) -> dict[int, dict]:
@@ -231,12 +128,7 @@ async def handle_delete_topics(ctx, request):
     else:
         wanted = [(name, None) for name in request.topic_names]
     refusals = delete_refusals(ctx, wanted) if ctx.broker.acls.enabled else {}
-    if ctx.broker.cluster is not None:
-        return {"throttle_time_ms": 0, "responses": [
-            refusals[i] if i in refusals else await delete_in_cluster(ctx, n, t, request.timeout_ms)
-            for i, (n, t) in enumerate(wanted)]}
-    async with blocking.admin_lock(ctx.broker.logs):  # not while a topic's files are being written
-        responses = [refusals[i] if i in refusals else delete_one(ctx, n, t) for i, (n, t) in enumerate(wanted)]
+    responses = await ctx.broker.topic_admin.delete(wanted, refusals, request.timeout_ms)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
@@ -250,13 +142,10 @@ async def grow_one(ctx, t, validate_only: bool) -> dict:
             raise KafkaApiError(ErrorCode.INVALID_PARTITIONS,
                                 f"Topic currently has {current} partitions, which is higher than or "
                                 f"equal to the requested {t.count}.")
-        check_replication(ctx, 1, t.assignments)
-        if ctx.broker.cluster is not None:
-            if not validate_only:
-                await ctx.broker.cluster.add_partitions(t.name, t.count, t.assignments)
-            return {"name": t.name, "error_code": 0, "error_message": None}
+        admin = ctx.broker.topic_admin
+        admin.check_replication(1, t.assignments)
         if not validate_only:
-            await blocking.add_partitions(ctx.broker.logs, t.name, t.count, now_ms=ctx.broker.clock.now_ms())
+            await admin.add_partitions(t.name, t.count, t.assignments)
         return {"name": t.name, "error_code": 0, "error_message": None}
     except KafkaApiError as exc:
         return {"name": t.name, "error_code": int(exc.code), "error_message": exc.message}

@@ -27,16 +27,13 @@ from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import OffsetCommit
-from kwire.groups.coordinator import partition_for
 from kwire.groups.internal_topics import INTERNAL_TOPICS
-from kwire.groups.txn_coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TxnDescription, error_for_version
+from kwire.groups.txn_coordinator import OFFSETS_TOPIC, error_for_version
 
-from kwire.transport.peer import PeerError
 from kwire.handlers.registry import handles
 from kwire.handlers.authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
 
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-VERIFY_TIMEOUT_S = 5.0        # asking another broker's transaction coordinator (Kafka: request.timeout.ms)
 
 
 def answer(ctx, error: ErrorCode) -> int:
@@ -189,8 +186,8 @@ async def verify_in_transaction(ctx, transactional_id: str | None, producer_id: 
     if not transactional_id:
         return ErrorCode.INVALID_REQUEST
     d = ctx.broker.transactions.describe_transactions([transactional_id])[0]
-    if d.error == ErrorCode.NOT_COORDINATOR and ctx.broker.cluster is not None:
-        d = await describe_at_coordinator(ctx, transactional_id)
+    if d.error == ErrorCode.NOT_COORDINATOR:       # asked of the broker coordinating it (a cluster)
+        d = await ctx.broker.topology.describe_elsewhere(transactional_id, d)
     if d.error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or (
             d.error == ErrorCode.NONE and d.producer_id != producer_id):
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -203,30 +200,3 @@ async def verify_in_transaction(ctx, transactional_id: str | None, producer_id: 
     if tp[1] not in dict(d.topics).get(tp[0], ()):
         return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
-
-
-async def describe_at_coordinator(ctx, transactional_id: str) -> TxnDescription:
-    """DescribeTransactions of one id at the broker leading its ``__transaction_state``
-    partition (cluster mode); errors come back as the description's ``error``."""
-    cluster = ctx.broker.cluster
-    snap = cluster.snapshot
-    meta = snap.topics.get(TRANSACTION_STATE_TOPIC) if snap is not None else None
-    state = None
-    if meta is not None:
-        state = snap.states.get((TRANSACTION_STATE_TOPIC, partition_for(transactional_id, len(meta.assignment))))
-    if state is None or state.leader not in snap.brokers:
-        return TxnDescription(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if state.leader == cluster.node_id:     # this broker's coordinator answered already (loading)
-        return TxnDescription(transactional_id, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-    try:
-        conn = await cluster.open_peer(state.leader, f"kwire-txn-verify-{cluster.node_id}", VERIFY_TIMEOUT_S)
-        try:
-            response = await conn.request(65, 0, transactional_ids=[transactional_id])
-        finally:
-            await conn.aclose()
-    except PeerError:
-        return TxnDescription(transactional_id, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-    s = response.transaction_states[0]
-    return TxnDescription(transactional_id, ErrorCode(s.error_code), s.transaction_state, s.producer_id,
-                          s.producer_epoch, s.transaction_timeout_ms, s.transaction_start_time_ms,
-                          tuple((t.topic, tuple(t.partitions)) for t in s.topics))

@@ -102,24 +102,14 @@ def _topic_error(ctx, name: str) -> tuple[ErrorCode, str | None] | None:
 
 def _topic_exists(ctx, name: str) -> bool:
     """In the cluster's metadata (cluster mode), or on this node."""
-    cluster = ctx.broker.cluster
-    if cluster is not None:
-        return cluster.snapshot is not None and name in cluster.snapshot.topics
-    return ctx.broker.logs.get(name) is not None
+    return ctx.broker.topology.topic_exists(name)
 
 
 def _producers_of(ctx, topic: str, partition: int) -> dict:
     plog = ctx.broker.logs.partition(topic, partition)
-    cluster = ctx.broker.cluster
-    if cluster is not None:
-        # every broker materializes every topic: only a replica's log holds producer state
-        replicas = cluster.snapshot.topics[topic].assignment.get(partition)
-        if replicas is None:
-            return _partition_error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if plog is None or cluster.node_id not in replicas:
-            return _partition_error(partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    elif plog is None:
-        return _partition_error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    missing = ctx.broker.topology.replica_error(topic, partition, plog)   # no replica here
+    if missing is not None:
+        return _partition_error(partition, missing)
     try:
         producers = plog.active_producers()
     except KafkaApiError as exc:            # offline: KAFKA_STORAGE_ERROR

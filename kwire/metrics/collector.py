@@ -133,29 +133,22 @@ def hosted_partitions(broker):
     """(topic, partition, log) of every partition this broker holds a replica of, by topic name.
     A cluster node keeps a log, maybe empty, of every partition of the cluster; only those of
     its own assignment (ZooKeeper's, as last applied) count, as in Kafka."""
-    cluster = broker.cluster
-    snapshot = cluster.snapshot if cluster is not None else None
+    hosts = broker.partitions.hosts       # kwire.services.partitions
     for name, topic in sorted(broker.logs.topics.items()):
-        meta = snapshot.topics.get(name) if snapshot is not None else None
         for index, plog in enumerate(topic.partitions):
-            if cluster is None or (meta is not None and broker.node_id in meta.assignment.get(index, ())):
+            if hosts(name, index):
                 yield name, index, plog
 
 
 def replica_manager_families(broker):
     partitions = leaders = under = offline = 0
-    cluster = broker.cluster
-    led = cluster.replicas.leaders if cluster is not None else None
+    leadership = broker.partitions.leadership
     for name, index, plog in hosted_partitions(broker):
         partitions += 1
         offline += plog.offline
-        if led is None:
-            leaders += 1                      # a single node leads every partition it has
-            continue
-        state = led.get((name, index))
-        if state is not None:
-            leaders += 1
-            under += len(state.isr) < len(state.replicas)
+        leads, under_replicated = leadership(name, index)
+        leaders += leads
+        under += under_replicated
     for name, value, doc in (
             ("partitioncount", partitions, "PartitionCount: partitions on this broker"),
             ("leadercount", leaders, "LeaderCount: partitions this broker leads"),

@@ -1,4 +1,17 @@
-"""Broker state shared by every connection: config, logs, and wake-ups."""
+"""``Broker``: one kwire node, the state every connection shares.
+
+It owns the configuration, the clock and the partition logs (``kwire.log.manager``), and
+builds the services the handlers use: group, transaction and share-group coordinators,
+the log cleaner, fetch sessions, ACLs and SCRAM credentials (a file in the first log
+directory on a single node; ZooKeeper through ``kwire.cluster`` when ``zookeeper.connect``
+is set, with the ``ClusterNode`` in ``cluster``), metrics and the request log.  What differs
+between one node and a cluster sits behind interfaces chosen here, once: ``partitions``
+(kwire.services.partitions), ``topology`` (kwire.services.topology), ``topic_admin``
+(kwire.services.topic_admin), ``acls`` and ``scram``.  It also
+holds the wake-ups of parked fetches (``notify_*``, ``wait_appended``) and the
+housekeeping task (retention, time-based flushes, one scrub of closed segments).
+Everything runs on the Trio thread.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -20,6 +33,9 @@ from kwire.metrics.counters import BrokerMetrics
 from kwire.server.request_log import RequestLog
 from kwire.security.scram_store import ScramService
 from kwire.services.groups import GroupService
+from kwire.services.partitions import LocalPartitions
+from kwire.services.topic_admin import LocalTopicAdmin
+from kwire.services.topology import LocalTopology
 from kwire.services.shares import ShareService
 from kwire.services.transactions import TransactionService
 
@@ -58,19 +74,41 @@ class Broker:
         self.cleaner = CleanerService(config, self.logs, self.clock)
         self.shares = ShareService(config, self.logs, self.clock)       # share groups (KIP-932)
         self.shares.attach_groups(self.groups)           # their records go to __consumer_offsets
+        # Chosen once, here: every part that differs between one node and a cluster
+        # (partitions, topology, topic administration, ACL and SCRAM stores) is built for the
+        # mode this broker runs in; handlers and coordinators only ever call them.
+        if config.value_of("zookeeper.connect"):
+            self._build_cluster(config)
+        else:
+            self._build_single_node(config)
+        for service in (self.groups, self.transactions):
+            service.partitions, service.topic_admin = self.partitions, self.topic_admin
+        self.transactions.topology = self.topology
+
+    def _build_single_node(self, config: BrokerConfig) -> None:
+        self.cluster = None
+        self.partitions = LocalPartitions(self)        # kwire.services.partitions
+        self.topology = LocalTopology(self)            # kwire.services.topology: this node alone
+        self.topic_admin = LocalTopicAdmin(self)        # kwire.services.topic_admin
         self.acls = AclService(config, config.log_dirs[0])
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
-        self.cluster = None          # a ClusterNode when zookeeper.connect is set
-        if config.value_of("zookeeper.connect"):
-            from kwire.cluster.acl_store import ZkAclService
-            from kwire.cluster.node import ClusterNode   # kazoo is imported only in cluster mode
-            from kwire.cluster.scram_store import ZkScramService
-            self.cluster = ClusterNode(self)
-            self.shares.attach_cluster(self)     # share-partition state through the share coordinators
-            self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
-            # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
-            self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
-                                        log_dir=config.log_dirs[0])
+
+    def _build_cluster(self, config: BrokerConfig) -> None:
+        from kwire.cluster.acl_store import ZkAclService
+        from kwire.cluster.node import ClusterNode   # kazoo is imported only in cluster mode
+        from kwire.cluster.partitions import ReplicatedPartitions
+        from kwire.cluster.scram_store import ZkScramService
+        from kwire.cluster.topic_admin import ZkTopicAdmin
+        from kwire.cluster.topology import ClusterTopology
+        self.cluster = ClusterNode(self)
+        self.partitions = ReplicatedPartitions(self, self.cluster)
+        self.topology = ClusterTopology(self, self.cluster)
+        self.topic_admin = ZkTopicAdmin(self, self.cluster)
+        self.shares.attach_cluster(self)     # share-partition state through the share coordinators
+        self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
+        # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
+        self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
+                                    log_dir=config.log_dirs[0])
 
     @property
     def cluster_id(self) -> str:
@@ -100,7 +138,6 @@ class Broker:
         __transaction_state partition it leads."""
         from kwire.groups.internal_topics import OFFSETS_TOPIC
         from kwire.services.transactions import TRANSACTION_STATE_TOPIC
-        self.groups.cluster = cluster
         self.groups.follow_leadership({p for (t, p) in cluster.replicas.leaders if t == OFFSETS_TOPIC})
         # the transaction coordinator likewise follows __transaction_state (after the groups:
         # markers it writes again may complete transactional offsets)

@@ -31,7 +31,7 @@ from kwire.groups.results import (
 from kwire.groups.internal_topics import OFFSETS, OFFSETS_TOPIC
 from kwire.groups.share_group_records import is_share_key
 
-from kwire.runtime.blocking import create_topic, run_blocking
+from kwire.runtime.blocking import run_blocking
 from kwire.runtime.clock import Clock
 
 logger = logging.getLogger("kwire.groups")
@@ -101,7 +101,11 @@ class GroupService:
         # Cluster mode (kwire.cluster.node): the __consumer_offsets partitions this broker leads,
         # whose groups it coordinates; None on a single node, which coordinates every group.
         self.owned: set[int] | None = None
-        self.cluster = None
+        # set by the broker when it is built, for its mode: leadership, acks=all and the read
+        # fence of __consumer_offsets (kwire.services.partitions), its creation
+        # (kwire.services.topic_admin)
+        self.partitions = None
+        self.topic_admin = None
         # share groups' records (KIP-932) are replayed by the share coordinator:
         # (key, value, now_ms) -> bool, set by ShareService.attach_groups
         self.share_replay = None
@@ -266,8 +270,7 @@ class GroupService:
         answer offsets older than those its successor has since committed.  Raises
         KafkaApiError(NOT_COORDINATOR)."""
         self.check_owner(group_id)
-        if self.cluster is not None:
-            await self.cluster.confirm_leadership((OFFSETS_TOPIC, self.partition_of(group_id)))
+        await self.partitions.confirm_leadership((OFFSETS_TOPIC, self.partition_of(group_id)))
 
     async def _parked(self, group_id: str, result_class, call):
         """Like ``_call`` for a call that answers by ticket; waits for that answer (or
@@ -285,15 +288,8 @@ class GroupService:
     async def offsets_topic(self):
         """The ``__consumer_offsets`` topic, created on first use (compacted, never time-deleted)."""
         topic = self.logs.get(OFFSETS_TOPIC)
-        if topic is None and self.cluster is not None:
-            await self.cluster.ensure_internal_topic(OFFSETS)
-            topic = self.logs.get(OFFSETS_TOPIC)
-            if topic is None:
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
-        if topic is None:
-            v = self.config.value_of
-            topic = await create_topic(self.logs, OFFSETS_TOPIC, OFFSETS.partitions(v), OFFSETS.configs(v),
-                                       now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+        if topic is None:           # a cluster's through ZooKeeper: COORDINATOR_NOT_AVAILABLE until here
+            topic = await self.topic_admin.internal_topic(OFFSETS)
         return topic
 
     def replay(self, partitions=None) -> int:
@@ -352,10 +348,9 @@ class GroupService:
                                  built_here=True)
             if result.needs_flush:
                 flushes.append(plog)
-            if self.cluster is not None:
-                self.cluster.replicas.after_append((OFFSETS_TOPIC, p))
-                self.cluster.replicas.notify_appended([(OFFSETS_TOPIC, p)])   # wake followers' fetches
-                replicate.append(((OFFSETS_TOPIC, p), result.last_offset + 1))
+            required = self.partitions.coordinator_appended((OFFSETS_TOPIC, p), result)
+            if required is not None:         # replicated: answered once the high watermark is there
+                replicate.append(((OFFSETS_TOPIC, p), required))
         return flushes
 
     # -- outcomes and timers -------------------------------------------------------
@@ -368,9 +363,7 @@ class GroupService:
         for plog in self.append_records(outcome.records, replicate):
             await run_blocking(plog.flush)
         for tp, required in replicate:      # as Kafka: group records are written with acks=all
-            leader = self.cluster.replicas.leader(tp)
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if leader is None else \
-                await self.cluster.replicas.wait_replicated(tp, leader, required, trio.current_time() + 5)
+            code = await self.partitions.wait_committed(tp, required, trio.current_time() + 5)
             if code != ErrorCode.NONE:
                 logger.warning("%s-%d: group records up to offset %d not replicated: %s", tp[0], tp[1],
                                required - 1, code.name)

@@ -36,7 +36,6 @@ locks expire.
 from __future__ import annotations
 
 import logging
-import struct
 import uuid
 import zlib
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.codecs.records import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_BIT
 from kwire.groups.coordinator import partition_for
 from kwire.groups.internal_topics import OFFSETS_TOPIC, SHARE_STATE, SHARE_STATE_TOPIC
 from kwire.groups.results import Outcome
@@ -62,15 +62,8 @@ logger = logging.getLogger("kwire.share")
 
 TICK_S = 0.1
 FINAL_EPOCH = -1
-# Record batch v2 header: base_offset int64 @0, batch_length int32 @8, attributes int16 @21,
-# last_offset_delta int32 @23, producer_id int64 @43.  Control batches (attribute bit 5) are
-# transaction markers; bit 4 marks a transactional batch.
-BATCH_HEAD = struct.Struct(">qi")
-ATTRIBUTES = struct.Struct(">h")
-LAST_DELTA = struct.Struct(">i")
-CONTROL_BIT = 0x20
-TRANSACTIONAL_BIT = 0x10
-PRODUCER_ID = struct.Struct(">q")             # @43
+# Batches are read by header only, in codecs.records' v2 layout (HEADER): control batches
+# (CONTROL_BIT) are transaction markers, TRANSACTIONAL_BIT marks a transactional batch.
 
 
 def enabled(config) -> bool:
@@ -83,13 +76,12 @@ def batch_bounds(data: bytes) -> list[tuple[int, int, bool, int]]:
     """(base_offset, last_offset, is_control, end position) of each whole batch in ``data``."""
     out, pos = [], 0
     view = memoryview(data)
-    while pos + 27 <= len(view):
-        base, length = BATCH_HEAD.unpack_from(view, pos)
-        end = pos + 12 + length
+    while pos + HEADER_SIZE <= len(view):
+        base, length, _epoch, _magic, _crc, attributes, last_delta, *_ = HEADER.unpack_from(view, pos)
+        end = pos + LOG_OVERHEAD + length
         if end > len(view):
             break
-        control = bool(ATTRIBUTES.unpack_from(view, pos + 21)[0] & CONTROL_BIT)
-        out.append((base, base + LAST_DELTA.unpack_from(view, pos + 23)[0], control, end))
+        out.append((base, base + last_delta, bool(attributes & CONTROL_BIT), end))
         pos = end
     return out
 
@@ -107,8 +99,8 @@ def aborted_batches(data: bytes, bounds, aborted: list[tuple[int, int]]) -> set[
     for base, _last, control, end in bounds:
         while pending and pending[0][1] <= base:
             open_aborted.add(pending.pop(0)[0])
-        attributes = ATTRIBUTES.unpack_from(data, pos + 21)[0]
-        producer_id = PRODUCER_ID.unpack_from(data, pos + 43)[0]
+        header = HEADER.unpack_from(data, pos)
+        attributes, producer_id = header[5], header[9]
         if producer_id in open_aborted and attributes & TRANSACTIONAL_BIT:
             if control:
                 open_aborted.discard(producer_id)      # its ABORT marker ends the aborted range

@@ -44,7 +44,7 @@ from kwire.groups.txn_coordinator import (
 )
 
 from kwire.groups.internal_topics import OFFSETS_TOPIC, TRANSACTIONS
-from kwire.runtime.blocking import create_topic, next_producer_id, run_blocking
+from kwire.runtime.blocking import run_blocking
 from kwire.runtime.clock import Clock
 from kwire.services.groups import GroupService, records_to_end
 from kwire.transport.peer import PeerError
@@ -75,6 +75,11 @@ class TransactionService:
         self._pending: list[TxnMarkers] = []       # decided at start-up, or markers to retry
         self._lock = trio.Lock()                   # one request's writes at a time, in order
         self.cluster = None                        # a ClusterNode in cluster mode (set by the broker)
+        # set by the broker when it is built, for its mode (kwire.services.partitions,
+        # kwire.services.topic_admin, kwire.services.topology)
+        self.partitions = None
+        self.topic_admin = None
+        self.topology = None
         self._timer_at: int | None = None          # when the timer task wakes next (None: not scheduled)
 
     # -- the internal topic ---------------------------------------------------
@@ -82,19 +87,10 @@ class TransactionService:
         """``__transaction_state``, created (compacted, empty partitions loaded) on first use.
         Cluster mode: created through ZooKeeper; its partitions load as this broker leads them."""
         topic = self.logs.get(TRANSACTION_STATE_TOPIC)
-        if self.cluster is not None:
-            if topic is None:
-                await self.cluster.ensure_internal_topic(TRANSACTIONS)
-                topic = self.logs.get(TRANSACTION_STATE_TOPIC)
-            if topic is None:
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} is being created")
-            return topic
-        if topic is None:
-            v = self.config.value_of
-            topic = await create_topic(self.logs, TRANSACTION_STATE_TOPIC, TRANSACTIONS.partitions(v),
-                                       TRANSACTIONS.configs(v), now_ms=self.clock.now_ms(), internal=True,
-                                       exist_ok=True)
-        if not self.coordinator.owned_partitions():
+        if topic is None:           # a cluster's through ZooKeeper: COORDINATOR_NOT_AVAILABLE until here
+            topic = await self.topic_admin.internal_topic(TRANSACTIONS)
+        # a broker serving every partition coordinates every id; a cluster's follows leadership
+        if self.partitions.serves_every_partition and not self.coordinator.owned_partitions():
             self.load()
         return topic
 
@@ -150,8 +146,7 @@ class TransactionService:
                                producer_epoch: int) -> TxnResult:
         await self.state_topic()
         # taken only for a new id (or a rotation); an unused one is skipped
-        self._reserved = (await self.cluster.next_producer_id() if self.cluster is not None
-                          else await next_producer_id(self.logs))
+        self._reserved = await self.topology.next_producer_id()
         return await self._run(lambda now: self.coordinator.init_producer_id(
             transactional_id, timeout_ms, producer_id, producer_epoch, now_ms=now))
 
@@ -180,7 +175,7 @@ class TransactionService:
         """The coordinator's entries, in request order; reads only.  A single node that has not
         created ``__transaction_state`` yet knows no id (TRANSACTIONAL_ID_NOT_FOUND) rather than
         answering NOT_COORDINATOR for ids it would coordinate once the topic exists."""
-        if self.cluster is None and self.logs.get(TRANSACTION_STATE_TOPIC) is None:
+        if self.partitions.serves_every_partition and self.logs.get(TRANSACTION_STATE_TOPIC) is None:
             return [TxnDescription(t, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND if t else ErrorCode.INVALID_REQUEST)
                     for t in transactional_ids]
         return self.coordinator.describe_transactions(transactional_ids)
@@ -241,10 +236,9 @@ class TransactionService:
     async def _append_replicated(self, tp, plog, append) -> ErrorCode:
         """Run ``append`` (a PartitionLog append) as the partition's leader, flush as its policy
         says, and in a cluster wait for the ISR; the error code of the first step that failed."""
-        leader = None
+        partitions = self.partitions
         try:
-            if self.cluster is not None:
-                leader = self.cluster.replicas.check_leader(tp, plog, None)
+            leader = partitions.check_writer(tp[0], tp[1], plog)     # NOT_LEADER_OR_FOLLOWER
             result = append()
             if result.needs_flush:
                 await run_blocking(plog.flush)
@@ -252,12 +246,10 @@ class TransactionService:
             if exc.code not in STALE_MARKER:
                 logger.warning("%s-%d: transaction record or marker not written: %s", tp[0], tp[1], exc.message)
             return exc.code
-        if leader is None:
+        required = partitions.coordinator_appended(tp, result)     # wakes the followers' parked fetches
+        if required is None:
             return ErrorCode.NONE
-        self.cluster.replicas.after_append(tp)
-        self.notify_appended([tp])            # wake the followers' parked fetches
-        return await self.cluster.replicas.wait_replicated(tp, leader, result.last_offset + 1,
-                                                           trio.current_time() + REPLICATION_WAIT_S)
+        return await partitions.wait_committed(tp, required, trio.current_time() + REPLICATION_WAIT_S, leader)
 
     async def write_marker_here(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                                 commit: bool, coordinator_epoch: int) -> ErrorCode:
@@ -282,10 +274,10 @@ class TransactionService:
         remote: dict[int, list[tuple[str, int]]] = {}
         complete = True
         for topic, partition in markers.partitions:
-            leader = self._leader_of(topic, partition)
+            leader = self.topology.leader_id(topic, partition)
             if leader is None:
                 continue                                  # a deleted topic: as Kafka, skipped
-            if leader != -1 and self.cluster is not None and leader != self.cluster.node_id:
+            if leader != -1 and leader != self.config.node_id:   # led by another broker of the cluster
                 remote.setdefault(leader, []).append((topic, partition))
                 continue
             code = await self.write_marker_here(topic, partition, markers.producer_id, markers.producer_epoch,
@@ -294,17 +286,6 @@ class TransactionService:
         for broker_id, partitions in remote.items():
             complete = await self._send_markers(broker_id, markers, partitions) and complete
         return complete
-
-    def _leader_of(self, topic: str, partition: int) -> int | None:
-        """The partition's leader id (this node on a single node; -1 when it has none now),
-        None when the partition no longer exists."""
-        if self.cluster is None:
-            return 0 if self.logs.partition(topic, partition) is not None else None
-        snap = self.cluster.snapshot
-        if snap is None or topic not in snap.topics:
-            return None
-        state = snap.states.get((topic, partition))
-        return -1 if state is None or state.leader < 0 else state.leader
 
     async def _send_markers(self, broker_id: int, markers: TxnMarkers, partitions) -> bool:
         by_topic: dict[str, list[int]] = {}

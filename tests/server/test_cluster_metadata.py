@@ -7,8 +7,8 @@ import pytest
 
 from kwire.admin.broker_config import Listener
 from kwire.admin.zk_layout import BrokerInfo, PartitionState
-from kwire.handlers.groups import cluster_coordinator_entry
-from kwire.handlers.metadata import broker_entries, cluster_partition_entries, partition_entries
+from kwire.cluster.topology import cluster_coordinator_entry
+from kwire.cluster.topology import broker_entries, cluster_partition_entries, partition_entries
 from kwire.cluster.zk import Snapshot, TopicMeta
 
 LEADER_NOT_AVAILABLE = 5
