@@ -52,6 +52,11 @@ OFFSET_KEY = RecordSpec("OffsetCommitKey")
 GROUP_KEY = RecordSpec("GroupMetadataKey")
 OFFSET_VALUE = RecordSpec("OffsetCommitValue")
 GROUP_VALUE = RecordSpec("GroupMetadataValue")
+# a commit writes one key and one value per partition: these two take positional fields
+_PACK_OFFSET_KEY = OFFSET_KEY.positional(OFFSET_KEY_VERSION)
+_PACK_OFFSET_VALUE = OFFSET_VALUE.positional(OFFSET_VALUE_VERSION)
+assert _PACK_OFFSET_KEY.fields == ("group", "topic", "partition")
+assert _PACK_OFFSET_VALUE.fields == ("offset", "leader_epoch", "metadata", "commit_timestamp")
 
 
 class GroupRecordError(ValueError):
@@ -112,7 +117,7 @@ def _bytes(b: bytes) -> bytes:
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    return OFFSET_KEY.encode(OFFSET_KEY_VERSION, {"group": group_id, "topic": topic, "partition": partition})
+    return _PACK_OFFSET_KEY(group_id, topic, partition)
 
 
 def group_key(group_id: str) -> bytes:
@@ -120,9 +125,7 @@ def group_key(group_id: str) -> bytes:
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:
-    return OFFSET_VALUE.encode(OFFSET_VALUE_VERSION, {
-        "offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
-        "commit_timestamp": v.commit_timestamp})
+    return _PACK_OFFSET_VALUE(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
 
 
 def encode_group_value(v: GroupValue) -> bytes:
