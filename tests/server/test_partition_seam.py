@@ -14,6 +14,9 @@ import trio
 from kwire.admin.broker_config import broker_config_from_properties
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.cluster.partitions import ReplicatedPartitions
+from kwire.cluster.replication import ReplicaManager
+from kwire.log.config import LogConfig
+from kwire.log.partition import PartitionLog
 from kwire.cluster.topic_admin import ZkTopicAdmin
 from kwire.cluster.topology import ClusterTopology
 from kwire.security.acl_store import AclService
@@ -22,6 +25,7 @@ from kwire.server.broker import Broker
 from kwire.services.partitions import LocalPartitions, PartitionService
 from kwire.services.topic_admin import LocalTopicAdmin, TopicAdmin
 from kwire.services.topology import LocalTopology, Topology
+from tests.log.logkit import build_batch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HANDLERS = ROOT / "kwire" / "handlers"
@@ -116,79 +120,84 @@ def test_a_cluster_broker_is_built_with_the_replicated_implementations(tmp_path)
 
 
 # -- the two partition services' behaviour on the produce path --------------------------------
-class FakeLog:
-    """Stands in for a PartitionLog: records what was appended."""
-
-    def __init__(self):
-        self.appended = []
-        self.leader_epoch = 3
-
-    def append(self, records, now_ms, produce_version):
-        self.appended.append(records)
-        return SimpleNamespace(last_offset=len(self.appended) - 1)
+# A real PartitionLog in a temporary directory and, for the cluster, a real leader-side
+# ReplicaManager (the set-up of tests/server/test_replication_rules.py): ZooKeeper's ISR writes
+# are a callback that applies them.
+TP = ("t", 0)
 
 
-class FakeReplicas:
-    """Stands in for kwire.cluster.replication.ReplicaManager."""
-
-    def __init__(self, leads: bool, isr_ok: bool = True):
-        self.leads, self.isr_ok, self.after = leads, isr_ok, []
-
-    def check_leader(self, tp, plog, current_leader_epoch):
-        if not self.leads:
-            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return "leader-state"
-
-    def check_min_isr(self, tp, leader):
-        if not self.isr_ok:
-            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
-
-    def after_append(self, tp):
-        self.after.append(tp)
-
-    async def wait_replicated(self, tp, leader, required, deadline):
-        return ErrorCode.NONE if leader == "leader-state" else ErrorCode.NOT_LEADER_OR_FOLLOWER
+class _Config:
+    def value_of(self, key):
+        return {"replica.lag.time.max.ms": 3000}[key]
 
 
-def replicated(replicas: FakeReplicas) -> ReplicatedPartitions:
+class _Clock:
+    def now_ms(self) -> int:
+        return 1_000_000
+
+
+async def _write_isr(tp, isr, leader_epoch, expected_version):
+    return expected_version + 1
+
+
+def a_log(tmp_path, min_isr: int = 1) -> PartitionLog:
+    return PartitionLog.open(str(tmp_path / "t-0"), LogConfig(min_insync_replicas=min_isr), now_ms=0, recover=False)
+
+
+def replicated(tmp_path, *, leads: bool, isr=(1, 2, 3), min_isr: int = 1):
+    """The cluster's partition service over broker 1, which leads t-0 (ISR ``isr``) or follows it."""
+    plog = a_log(tmp_path, min_isr)
+    replicas = ReplicaManager(1, _Config(), _Clock(), lambda tps: None, lambda tps: None, _write_isr)
+    if leads:
+        replicas.become_leader(TP, plog, 1, (1, 2, 3), isr, 0)
     broker = SimpleNamespace(notify_log_end=lambda partitions: None)
-    return ReplicatedPartitions(broker, SimpleNamespace(replicas=replicas))
+    return plog, ReplicatedPartitions(broker, SimpleNamespace(replicas=replicas))
 
 
 @pytest.mark.parametrize("acks", [0, 1, -1])
-def test_a_local_append_is_committed_at_once(acks):
-    plog, waits = FakeLog(), []
+def test_a_local_append_is_committed_at_once(tmp_path, acks):
+    plog, waits = a_log(tmp_path), []
     local = LocalPartitions(SimpleNamespace(logs=None, notify_appended=lambda partitions: None))
-    local.append("t", 0, plog, b"batch", 0, 9, acks, waits)
-    assert plog.appended == [b"batch"] and waits == []
-    local.check_serving("t", 0, plog, 3)
-    with pytest.raises(KafkaApiError) as fenced:
-        local.check_serving("t", 0, plog, 2)
-    assert fenced.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    local.append("t", 0, plog, build_batch([b"v"] * 3), 0, 9, acks, waits)
+    assert (plog.log_end_offset, waits) == (3, [])
+    local.check_serving("t", 0, plog, plog.leader_epoch)
+    with pytest.raises(KafkaApiError) as unknown:
+        local.check_serving("t", 0, plog, plog.leader_epoch + 1)
+    assert unknown.value.code == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-def test_a_replicated_append_waits_for_the_isr_only_with_acks_all():
-    plog, waits, replicas = FakeLog(), [], FakeReplicas(leads=True)
-    service = replicated(replicas)
-    service.append("t", 0, plog, b"one", 0, 9, 1, waits)
-    service.append("t", 0, plog, b"two", 0, 9, -1, waits)
-    assert waits == [(("t", 0), "leader-state", 2)] and replicas.after == [("t", 0), ("t", 0)]
-    assert trio.run(service.wait_acks, waits[0], 0.0) == ErrorCode.NONE
+def test_a_replicated_append_waits_for_the_isr_only_with_acks_all(tmp_path):
+    plog, service = replicated(tmp_path, leads=True)
+    waits = []
+    service.append("t", 0, plog, build_batch([b"one"]), 0, 9, 1, waits)
+    assert waits == [] and plog.high_watermark == 0          # followers have not fetched it
+    service.append("t", 0, plog, build_batch([b"two"]), 0, 9, -1, waits)
+    assert [(tp, required) for tp, _leader, required in waits] == [(TP, 2)]
+
+    async def followers_fetch_then_wait():
+        leader = waits[0][1]
+        for follower in (2, 3):
+            service.follower_fetched("t", 0, leader, follower, 2, 0)
+        return await service.wait_acks(waits[0], trio.current_time() + 5)
+    assert trio.run(followers_fetch_then_wait) == ErrorCode.NONE
+    assert plog.high_watermark == 2
 
 
-@pytest.mark.parametrize("replicas, acks, code", [
-    (FakeReplicas(leads=False), 1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
-    (FakeReplicas(leads=True, isr_ok=False), -1, ErrorCode.NOT_ENOUGH_REPLICAS),
+@pytest.mark.parametrize("leads, isr, min_isr, acks, code", [
+    (False, (1, 2, 3), 1, 1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (True, (1,), 2, -1, ErrorCode.NOT_ENOUGH_REPLICAS),
 ])
-def test_a_refused_replicated_append_changes_nothing(replicas, acks, code):
-    plog, waits = FakeLog(), []
+def test_a_refused_replicated_append_changes_nothing(tmp_path, leads, isr, min_isr, acks, code):
+    plog, service = replicated(tmp_path, leads=leads, isr=isr, min_isr=min_isr)
+    waits = []
     with pytest.raises(KafkaApiError) as refused:
-        replicated(replicas).append("t", 0, plog, b"batch", 0, 9, acks, waits)
+        service.append("t", 0, plog, build_batch([b"v"]), 0, 9, acks, waits)
     assert refused.value.code == code
-    assert plog.appended == [] and waits == [] and replicas.after == []
+    assert plog.log_end_offset == 0 and waits == []
 
 
-def test_too_few_in_sync_replicas_does_not_refuse_acks_1():
-    plog, waits = FakeLog(), []
-    replicated(FakeReplicas(leads=True, isr_ok=False)).append("t", 0, plog, b"batch", 0, 9, 1, waits)
-    assert plog.appended == [b"batch"] and waits == []
+def test_too_few_in_sync_replicas_does_not_refuse_acks_1(tmp_path):
+    plog, service = replicated(tmp_path, leads=True, isr=(1,), min_isr=2)
+    waits = []
+    service.append("t", 0, plog, build_batch([b"v"]), 0, 9, 1, waits)
+    assert plog.log_end_offset == 1 and waits == []
