@@ -288,7 +288,9 @@ def test_a_coordinator_paused_past_its_session_does_not_serve_stale_offsets(clus
     coordinator, followers = wait_for(lambda: (c := coordinator_of(cluster, group)) and len(c[1]) == 2 and c,
                                       30, "the group's offsets partition with its full ISR")
     old = cluster.broker(coordinator).bootstrap
-    assert commit_offset(old, group, "committed", 100) == 0
+    # ZooKeeper names the leader before that broker has loaded the partition: NOT_COORDINATOR
+    # (retriable, a client retries) until it has
+    wait_for(lambda: commit_offset(old, group, "committed", 100) == 0, 20, "a commit through the coordinator")
     cluster.pause(coordinator)
     try:
         new = wait_for(lambda: (c := coordinator_of(cluster, group)[0]) not in (coordinator, -1) and c, 20,
