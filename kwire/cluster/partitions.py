@@ -69,6 +69,9 @@ class ReplicatedPartitions:
     def check_writer(self, topic: str, partition: int, plog):
         return self.replicas.check_leader((topic, partition), plog, None)
 
+    def still_leads(self, topic: str, partition: int, leader) -> bool:
+        return self.replicas.leader((topic, partition)) is leader
+
     async def wait_deleted(self, tp: TopicPartition, leader, required: int,
                            deadline: float) -> tuple[int, ErrorCode]:
         code = await self.replicas.wait_low_watermark(tp, leader, required, deadline)

@@ -1,7 +1,8 @@
 """DescribeShareGroupOffsets (90, v0-1): where each share-partition of a share group starts,
 and (v1, KIP-1226) its lag.
 
-On a single node the share-partitions are this broker's.  In a cluster the request goes to
+Where each share-partition's state is read from is the share service's (``ShareStates``):
+on a single node the share-partitions are this broker's.  In a cluster the request goes to
 the group's coordinator (NOT_COORDINATOR elsewhere), which reads each share-partition's
 persisted state from its share coordinator without a leader epoch (so no leader is fenced;
 Kafka uses ReadShareGroupStateSummary for this), and counts the lag against its own replica's
@@ -21,7 +22,6 @@ group), DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED on its partition
 from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
-from kwire.groups.share_partition import persisted_lag, share_lag
 
 from kwire.handlers.registry import handles
 from kwire.services.shares import enabled
@@ -40,18 +40,6 @@ def _partition(index: int, error: ErrorCode = ErrorCode.NONE, start: int = UNKNO
             "error_code": int(error), "error_message": None}
 
 
-async def _state_of(ctx, key, plog) -> tuple[int, int]:
-    """(start offset, lag) of the share-partition ``key``; (-1, -1) when it has none."""
-    shares = ctx.broker.shares
-    if ctx.broker.cluster is None:
-        sp = shares.coordinator.partitions.get(key)
-        return (UNKNOWN, UNKNOWN) if sp is None else (sp.spso, share_lag(sp, plog.high_watermark))
-    state = await shares.persister.read(key, -1)
-    if state is None or state.start_offset < 0:
-        return UNKNOWN, UNKNOWN
-    return state.start_offset, persisted_lag(state, plog.high_watermark)
-
-
 async def _describe_topic(ctx, group_id: str, name: str, partitions, refused: set) -> dict:
     topic = ctx.broker.logs.get(name)
     topic_id = topic.topic_id if topic is not None else None
@@ -64,7 +52,7 @@ async def _describe_topic(ctx, group_id: str, name: str, partitions, refused: se
         else:
             plog = topic.partitions[index]
             try:
-                start, lag = await _state_of(ctx, (group_id, topic_id, index), plog)
+                start, lag = await ctx.broker.shares.start_and_lag((group_id, topic_id, index), plog.high_watermark)
             except KafkaApiError as exc:
                 entries.append(_partition(index, exc.code))
                 continue

@@ -1,5 +1,5 @@
 """The share-group state persister RPCs (KIP-932), served by the share coordinator
-(``kwire.services.share_state.ShareStateStore``) to share-partition leaders on other brokers:
+(``kwire.cluster.share_coordinator.ShareStateStore``) to share-partition leaders on other brokers:
 InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85),
 DeleteShareGroupState (86), version 0.  Cluster mode only (``zookeeper.connect`` set).
 

@@ -7,7 +7,8 @@ directory on a single node; ZooKeeper through ``kwire.cluster`` when ``zookeeper
 is set, with the ``ClusterNode`` in ``cluster``), metrics and the request log.  What differs
 between one node and a cluster sits behind interfaces chosen here, once: ``partitions``
 (kwire.services.partitions), ``topology`` (kwire.services.topology), ``topic_admin``
-(kwire.services.topic_admin), ``acls`` and ``scram``.  It also
+(kwire.services.topic_admin), ``acls`` and ``scram``, and for share groups where their state
+and their groups' configs live (``shares.states``, ``shares.group_configs.store``).  It also
 holds the wake-ups of parked fetches (``notify_*``, ``wait_appended``) and the
 housekeeping task (retention, time-based flushes, one scrub of closed segments).
 Everything runs on the Trio thread.
@@ -32,10 +33,12 @@ from kwire.services.fetch_sessions import FetchSessionCache
 from kwire.metrics.counters import BrokerMetrics
 from kwire.server.request_log import RequestLog
 from kwire.security.scram_store import ScramService
+from kwire.services.group_configs import FileGroupConfigStore
 from kwire.services.groups import GroupService
 from kwire.services.partitions import LocalPartitions
 from kwire.services.topic_admin import LocalTopicAdmin
 from kwire.services.topology import LocalTopology
+from kwire.services.share_state import LocalShareStates
 from kwire.services.shares import ShareService
 from kwire.services.transactions import TransactionService
 
@@ -75,8 +78,9 @@ class Broker:
         self.shares = ShareService(config, self.logs, self.clock)       # share groups (KIP-932)
         self.shares.attach_groups(self.groups)           # their records go to __consumer_offsets
         # Chosen once, here: every part that differs between one node and a cluster
-        # (partitions, topology, topic administration, ACL and SCRAM stores) is built for the
-        # mode this broker runs in; handlers and coordinators only ever call them.
+        # (partitions, topology, topic administration, ACL and SCRAM stores, share-partition
+        # state and group configs) is built for the mode this broker runs in; handlers and
+        # coordinators only ever call them.
         if config.value_of("zookeeper.connect"):
             self._build_cluster(config)
         else:
@@ -90,21 +94,29 @@ class Broker:
         self.partitions = LocalPartitions(self)        # kwire.services.partitions
         self.topology = LocalTopology(self)            # kwire.services.topology: this node alone
         self.topic_admin = LocalTopicAdmin(self)        # kwire.services.topic_admin
+        # share-partition state: the share coordinator's memory, appended to __share_group_state
+        self.shares.attach_states(LocalShareStates(config, self.logs, self.clock, self.shares.coordinator),
+                                  FileGroupConfigStore(config.log_dirs[0]))
         self.acls = AclService(config, config.log_dirs[0])
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
 
     def _build_cluster(self, config: BrokerConfig) -> None:
         from kwire.cluster.acl_store import ZkAclService
+        from kwire.cluster.group_configs import ZkGroupConfigStore
         from kwire.cluster.node import ClusterNode   # kazoo is imported only in cluster mode
         from kwire.cluster.partitions import ReplicatedPartitions
         from kwire.cluster.scram_store import ZkScramService
+        from kwire.cluster.share_states import PersistedShareStates
         from kwire.cluster.topic_admin import ZkTopicAdmin
         from kwire.cluster.topology import ClusterTopology
         self.cluster = ClusterNode(self)
         self.partitions = ReplicatedPartitions(self, self.cluster)
         self.topology = ClusterTopology(self, self.cluster)
         self.topic_admin = ZkTopicAdmin(self, self.cluster)
-        self.shares.attach_cluster(self)     # share-partition state through the share coordinators
+        # share-partition state through the share coordinators; group configs in ZooKeeper
+        states = PersistedShareStates(self, self.shares, self.partitions)
+        self.shares.attach_states(states, ZkGroupConfigStore(self.cluster.zk))
+        self.shares.store = states.store       # served to the other brokers' persisters
         self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
         # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
         self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
@@ -145,7 +157,9 @@ class Broker:
         self.transactions.follow_leadership({p: state.leader_epoch for (t, p), state in cluster.replicas.leaders.items()
                                              if t == TRANSACTION_STATE_TOPIC})
         # share groups: after the groups (it drops the share groups of offsets partitions lost)
-        self.shares.follow_leadership(cluster)
+        snapshot = cluster.snapshot
+        self.shares.follow_leadership(set(cluster.replicas.leaders),
+                                      snapshot.group_configs if snapshot is not None else None)
 
     # -- wake-ups for long-polling fetches ------------------------------------
     def notify_appended(self, partitions) -> None:

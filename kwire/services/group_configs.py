@@ -8,20 +8,28 @@ starts when the group first reads it), ``share.isolation.level`` (``read_uncommi
 default, or ``read_committed``) and ``share.record.lock.duration.ms`` (within the broker's
 ``group.share.min/max.record.lock.duration.ms``).  Any other group config is INVALID_CONFIG.
 
-Stored in ``<first log dir>/share-group-configs.json`` ({group: {name: value}}), replaced
-whole (``write_atomically``) off the Trio thread.  In cluster mode ``publish`` is set: a group's
-configs are its znode ``/config/groups/<group>`` instead, and every broker applies what
-ZooKeeper holds (``apply_all``), so the share-partition leaders all see them.
+Where they are kept is a ``GroupConfigStore`` chosen when the broker is built: on a single
+node ``FileGroupConfigStore``, ``<first log dir>/share-group-configs.json`` ({group: {name:
+value}}), replaced whole (``write_atomically``) off the Trio thread; in a cluster
+``kwire.cluster.group_configs.ZkGroupConfigStore``, a group's znode ``/config/groups/<group>``,
+and every broker applies what ZooKeeper holds (``apply_all``), so the share-partition leaders
+all see them.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
+from typing import Protocol, runtime_checkable
+
+import trio
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.log.checkpoints import write_atomically
 
 from kwire.runtime.blocking import run_blocking
+
+logger = logging.getLogger("kwire.share")
 
 FILE_NAME = "share-group-configs.json"
 GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE, STRING_TYPE = 8, 5, 2
@@ -38,17 +46,53 @@ GROUP_CONFIGS = {
 
 INT_TYPE = 3
 LOCK_DURATION = "share.record.lock.duration.ms"
+REFRESH_S = 2.0          # how long a share-partition waits for its group's configs before it starts
+
+
+@runtime_checkable
+class GroupConfigStore(Protocol):
+    """Where the groups' configs are kept: a file on one node, ZooKeeper in a cluster."""
+
+    def load(self) -> dict[str, dict[str, str]]:
+        """Every group's configs at start-up.  Blocking (the broker opens before serving)."""
+
+    async def save(self, group_id: str, group: dict[str, str], every: dict[str, dict[str, str]]) -> None:
+        """Make ``group`` the configs of ``group_id`` (empty: none); ``every``: all groups'
+        configs with it.  Raises what the store raises (OSError, ZooKeeper's errors)."""
+
+    async def read_group(self, group_id: str) -> dict[str, str]:
+        """The configs of ``group_id`` as the store holds them now.  Raises what the store
+        raises; cancel-safe."""
+
+
+class FileGroupConfigStore:
+    """One node: ``<log dir>/share-group-configs.json``, replaced whole."""
+
+    def __init__(self, log_dir: str):
+        self.path = os.path.join(log_dir, FILE_NAME)
+
+    def load(self) -> dict[str, dict[str, str]]:
+        try:
+            with open(self.path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    async def save(self, group_id: str, group: dict[str, str], every: dict[str, dict[str, str]]) -> None:
+        await run_blocking(write_atomically, self.path, json.dumps(every))
+
+    async def read_group(self, group_id: str) -> dict[str, str]:
+        return (await run_blocking(self.load)).get(group_id, {})
 
 
 class GroupConfigs:
     """``broker_config``: the broker's config, for the lock duration's default and bounds
     (``group.share.record.lock.duration.ms`` and its min/max keys)."""
 
-    def __init__(self, log_dir: str, on_change, broker_config=None):
-        self.path = os.path.join(log_dir, FILE_NAME)
+    def __init__(self, log_dir: str, on_change, broker_config=None, store: GroupConfigStore | None = None):
+        self.store = store if store is not None else FileGroupConfigStore(log_dir)   # the broker chooses it
         self.on_change = on_change             # (group_id, name, value | None)
         self.configs: dict[str, dict[str, str]] = {}
-        self.publish = None            # cluster mode: async (group_id, configs) writing them to ZooKeeper
         self.specs = dict(GROUP_CONFIGS)
         if broker_config is not None:
             v = broker_config.value_of
@@ -59,11 +103,7 @@ class GroupConfigs:
                 "(group.share.min/max.record.lock.duration.ms).")
 
     def load(self) -> None:
-        try:
-            with open(self.path) as f:
-                self.configs = json.load(f)
-        except FileNotFoundError:
-            self.configs = {}
+        self.configs = self.store.load()
         for group_id, values in self.configs.items():
             for name, value in values.items():
                 self.on_change(group_id, name, value)
@@ -112,10 +152,7 @@ class GroupConfigs:
             configs[group_id] = new
         else:
             configs.pop(group_id, None)
-        if self.publish is not None:
-            await self.publish(group_id, new)
-        else:
-            await run_blocking(write_atomically, self.path, json.dumps(configs))
+        await self.store.save(group_id, new, configs)
         self.configs = configs
         for name in self.specs:
             self.on_change(group_id, name, new.get(name))
@@ -127,8 +164,24 @@ class GroupConfigs:
         for group_id in set(old) | set(configs):
             self._changed(group_id, old.get(group_id, {}), configs.get(group_id, {}))
 
+    async def refresh(self, group_id: str) -> None:
+        """Before a share-partition starts from share.auto.offset.reset: the group's configs as
+        the store holds them, not as this broker's watch last delivered them, so a config
+        another broker acknowledged a moment ago applies (``kafka-configs`` then a consumer).
+        The last known ones stay when the store does not answer within REFRESH_S."""
+        configs, why = None, f"no answer within {REFRESH_S:g} s"
+        with trio.move_on_after(REFRESH_S):
+            try:
+                configs = await self.store.read_group(group_id)
+            except Exception as exc:          # the store away: the configs the watch delivered
+                why = repr(exc)
+        if configs is None:
+            logger.warning("group %s: configs not read from their store (%s); using the last known", group_id, why)
+            return
+        self.apply_group(group_id, configs)
+
     def apply_group(self, group_id: str, configs: dict[str, str]) -> None:
-        """Cluster mode: make ``configs`` (one group's, just read from ZooKeeper) its current ones."""
+        """Make ``configs`` (one group's, just read from the store) its current ones."""
         before = self.configs.get(group_id, {})
         self.configs = dict(self.configs)
         if configs:

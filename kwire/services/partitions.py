@@ -64,8 +64,13 @@ class PartitionService(Protocol):
         KafkaApiError(OFFSET_NOT_AVAILABLE) while a new leader's is not yet known."""
 
     def check_writer(self, topic: str, partition: int, plog):
-        """Before DeleteRecords: the leader state to wait on, or None when nothing is to be
-        waited for.  Raises KafkaApiError(NOT_LEADER_OR_FOLLOWER)."""
+        """Before DeleteRecords, or a share-partition leader's first use of the partition: the
+        leader state to wait on (or compare with ``still_leads``), or None when nothing is to
+        be waited for.  Raises KafkaApiError(NOT_LEADER_OR_FOLLOWER)."""
+
+    def still_leads(self, topic: str, partition: int, leader) -> bool:
+        """Whether this broker still leads the partition with ``leader`` (from ``check_writer``):
+        False once leadership moved (to another broker or a newer epoch) in between."""
 
     async def wait_deleted(self, tp: TopicPartition, leader, required: int,
                            deadline: float) -> tuple[int, ErrorCode]:
@@ -140,6 +145,9 @@ class LocalPartitions:
 
     def check_writer(self, topic: str, partition: int, plog):
         return None
+
+    def still_leads(self, topic: str, partition: int, leader) -> bool:
+        return True                         # leadership never moves from a single node
 
     async def wait_deleted(self, tp: TopicPartition, leader, required: int,
                            deadline: float) -> tuple[int, ErrorCode]:

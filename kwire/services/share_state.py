@@ -1,160 +1,43 @@
-"""Cluster mode for share groups (KIP-932): the share coordinator and the persister.
+"""Where a share-partition's state is kept (KIP-932), the parts both modes share.
 
-The **share coordinator** of a share-partition (group, topic id, partition) is the leader of
-its ``__share_group_state`` partition (``crc32(snapshot key) % partitions``, the layout the
-single node writes).  ``ShareStateStore`` is that coordinator on this broker: it holds the
-latest ``ShareState`` of every key of the state partitions it leads, loaded by replaying a
-partition when it becomes its leader and dropped when it stops (NOT_COORDINATOR to callers,
-who find the new one and retry).  A write appends a ``ShareSnapshot`` record and waits for
-the ISR (as the transaction coordinator does) before it answers.
+A share-partition is (group, topic id, partition).  Its state (``ShareState``: the share-partition
+start offset and the batches past it with their delivery state and count) is written as
+``ShareSnapshot`` records keyed by ``encode_key(SNAPSHOT_KEY, group, topic id, partition)`` to
+``__share_group_state``, partition ``crc32(key) % partitions`` (``state_partition``), on a
+single node (``kwire.services.share_states.LocalShareStates``) and in a cluster alike; there
+the leader of that partition is the key's share coordinator
+(``kwire.cluster.share_coordinator``).  Kafka's ShareUpdate records (changed batches over
+the last snapshot) are read and merged (``merge_update``), not written.
 
-The **share-partition leader** (the data partition's leader, ``kwire.services.shares``) reads
-and writes that state through ``Persister``: locally when it is the share coordinator,
-otherwise by the persister RPCs ReadShareGroupState (84), WriteShareGroupState (85) and
-DeleteShareGroupState (86) sent broker-to-broker (served by ``kwire.handlers.share_state``).
-
-Simplifications against Kafka: every write carries the share-partition's whole state (a
-snapshot: Kafka's leader sends the changed batches, its coordinator writes ShareUpdate
-records and snapshots now and then); a share-partition is initialized by its first write
-(InitializeShareGroupState is served but the leader does not send it); a write whose leader
-epoch is older than the state's is refused (FENCED_LEADER_EPOCH), and a read with a newer
-epoch raises the state's (in memory), which fences a demoted leader still running.
+What differs between one node and a cluster is behind ``ShareStates``, chosen when the broker
+is built: ``LocalShareStates`` (here: the share coordinator's memory is where the state lives,
+every change appended to ``__share_group_state`` and replayed at start-up) or
+``kwire.cluster.share_states.PersistedShareStates`` (the share-partition leader loads the state
+from its share coordinator on first use and writes every change there before answering).
 """
 from __future__ import annotations
 
-import logging
 import uuid
 import zlib
+from typing import Protocol, runtime_checkable
 
-import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.internal_topics import SHARE_STATE, SHARE_STATE_TOPIC
-from kwire.groups.share_records import (SNAPSHOT_KEY, ShareState, StateBatch, decode_key, decode_value,
-                                        encode_key, encode_snapshot)
+from kwire.groups.share_partition import share_lag
+from kwire.groups.share_records import SNAPSHOT_KEY, ShareState, StateBatch, encode_key
 
-from kwire.runtime.blocking import run_blocking
-from kwire.services.groups import records_to_end
-from kwire.transport.peer import PeerError
-
-logger = logging.getLogger("kwire.share")
-
-REPLICATION_WAIT_S = 10.0
-RETRY_S = 20.0                   # how long the persister keeps finding the share coordinator
-RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-             ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
-             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+from kwire.runtime.blocking import create_topic, run_blocking
 
 Key = tuple[str, uuid.UUID, int]         # (group_id, topic_id, partition)
+UNKNOWN = -1
 
 
 def state_partition(key: Key, partitions: int) -> int:
     return zlib.crc32(encode_key(SNAPSHOT_KEY, *key)) % partitions
 
 
-class ShareStateStore:
-    """The share coordinator of this broker: the state of the keys of the led partitions."""
-
-    def __init__(self, broker):
-        self.broker = broker
-        self.owned: set[int] = set()
-        self.states: dict[Key, ShareState] = {}
-        self._lock = trio.Lock()
-
-    @property
-    def cluster(self):
-        return self.broker.cluster
-
-    def _partitions(self) -> int:
-        topic = self.broker.logs.get(SHARE_STATE_TOPIC)
-        return len(topic.partitions) if topic is not None else 0
-
-    def follow_leadership(self, led: set[int]) -> None:
-        """Drop the state of the partitions led elsewhere now; load the newly led ones."""
-        n = self._partitions()
-        lost = self.owned - led
-        if lost:
-            for key in [k for k in self.states if state_partition(k, n) in lost]:
-                del self.states[key]
-            logger.info("%s partitions %s: no longer their share coordinator", SHARE_STATE_TOPIC, sorted(lost))
-        gained = led - self.owned
-        self.owned = set(led)
-        topic = self.broker.logs.get(SHARE_STATE_TOPIC)
-        for p in sorted(gained):
-            count = 0
-            for batch, record in records_to_end(topic.partitions[p]):
-                if batch.is_control_batch or record.key is None:
-                    continue
-                k = decode_key(record.key)
-                if k is None:
-                    continue
-                key = (k.group_id, k.topic_id, k.partition)
-                count += 1
-                if record.value is None:
-                    self.states.pop(key, None)
-                elif k.kind == SNAPSHOT_KEY:
-                    self.states[key] = decode_value(k.kind, record.value)
-                elif key in self.states:                  # a ShareUpdate (Kafka's): on top of the snapshot
-                    self.states[key] = _merge(self.states[key], decode_value(k.kind, record.value))
-            logger.info("%s-%d: share coordinator (%d record(s) loaded)", SHARE_STATE_TOPIC, p, count)
-
-    def _check(self, key: Key) -> int:
-        n = self._partitions()
-        p = state_partition(key, n) if n else -1
-        if p not in self.owned:
-            raise KafkaApiError(ErrorCode.NOT_COORDINATOR, f"not the share coordinator of {key}")
-        return p
-
-    def read(self, key: Key, leader_epoch: int) -> ShareState | None:
-        """The state of ``key`` (None: none yet).  Raises KafkaApiError(NOT_COORDINATOR,
-        FENCED_LEADER_EPOCH)."""
-        self._check(key)
-        state = self.states.get(key)
-        if state is not None and leader_epoch >= 0:
-            if leader_epoch < state.leader_epoch:
-                raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {leader_epoch} < {state.leader_epoch}")
-            if leader_epoch > state.leader_epoch:
-                self.states[key] = ShareState(state.snapshot_epoch, state.state_epoch, leader_epoch,
-                                              state.start_offset, state.batches)
-        return self.states.get(key)
-
-    async def write(self, key: Key, state: ShareState | None) -> ErrorCode:
-        """Persist ``state`` (None: delete) as the state of ``key`` once the ISR has it."""
-        async with self._lock:
-            try:
-                p = self._check(key)
-            except KafkaApiError as exc:
-                return exc.code
-            old = self.states.get(key)
-            if state is not None and old is not None and 0 <= state.leader_epoch < old.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH
-            plog = self.broker.logs.get(SHARE_STATE_TOPIC).partitions[p]
-            now = self.broker.clock.now_ms()
-            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                                producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
-            builder.append(0, timestamp=now, key=encode_key(SNAPSHOT_KEY, *key),
-                           value=None if state is None else encode_snapshot(state), headers=[])
-            tp = (SHARE_STATE_TOPIC, p)
-            replicas = self.cluster.replicas
-            try:
-                leader = replicas.check_leader(tp, plog, None)
-                result = plog.append(bytes(builder.build()), now_ms=now, built_here=True)
-                if result.needs_flush:
-                    await run_blocking(plog.flush)
-            except KafkaApiError as exc:
-                return exc.code
-            if state is None:
-                self.states.pop(key, None)
-            else:
-                self.states[key] = state
-            replicas.after_append(tp)
-            self.broker.notify_appended([tp])            # wake the followers' parked fetches
-        return await replicas.wait_replicated(tp, leader, result.last_offset + 1,
-                                              trio.current_time() + REPLICATION_WAIT_S)
-
-
-def _merge(base: ShareState, update: ShareState) -> ShareState:
+def merge_update(base: ShareState, update: ShareState) -> ShareState:
     """A ShareUpdate's batches over its snapshot's (the later batch wins where they overlap)."""
     start = update.start_offset if update.start_offset >= 0 else base.start_offset
     batches = [b for b in base.batches if b.last_offset >= start]
@@ -173,115 +56,104 @@ def _merge(base: ShareState, update: ShareState) -> ShareState:
                       tuple(batches))
 
 
-class Persister:
-    """The share-partition leader's side: read, write and delete the state of a
-    share-partition at its share coordinator (this broker's store, or another broker's by RPC)."""
+_merge = merge_update          # its earlier name
 
-    def __init__(self, broker, store: ShareStateStore):
-        self.broker = broker
-        self.store = store
-        self._peers: dict[int, tuple] = {}          # broker id -> (PeerConnection, trio.Lock)
 
-    async def read(self, key: Key, leader_epoch: int) -> ShareState | None:
-        return await self._retrying(key, lambda coordinator: self._read_once(coordinator, key, leader_epoch))
+@runtime_checkable
+class ShareStates(Protocol):
+    """Where share-partition state lives, as the share-group service (``kwire.services.shares``)
+    asks about it.  ``records``: the coordinator's (snapshot key, value | None) pairs."""
 
-    async def write(self, key: Key, state: ShareState | None) -> None:
-        await self._retrying(key, lambda coordinator: self._write_once(coordinator, key, state))
+    # True when this broker holds every share-partition's state (a deleted group's tombstones
+    # then cover those here; otherwise also those of every partition its members were assigned)
+    holds_every_partition: bool
 
-    async def _retrying(self, key: Key, once):
-        """Find the share coordinator of ``key`` and run ``once`` there, again after a retriable
-        error until RETRY_S; raises KafkaApiError."""
-        deadline = trio.current_time() + RETRY_S
-        while True:
-            code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "no share coordinator"
-            coordinator = await self._coordinator(key)
-            if coordinator is not None:
-                try:
-                    return await once(coordinator)
-                except KafkaApiError as exc:
-                    code, message = exc.code, exc.message
-                except PeerError as exc:
-                    code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
-                    await self._drop_peer(coordinator)
-            if code not in RETRIABLE or trio.current_time() >= deadline:
-                raise KafkaApiError(code, f"share state of {key}: {message}")
-            logger.debug("share state of %s: %s, retrying", key, message)
-            await trio.sleep(0.2)
+    def member_known(self, group_id: str, member_id: str) -> bool:
+        """Whether a share session may open for the member: a member of the group here when
+        this broker coordinates every group; any member when the group coordinator may be
+        another broker (a share-partition leader does not check membership)."""
 
-    async def _coordinator(self, key: Key) -> int | None:
-        cluster = self.broker.cluster
-        snap = cluster.snapshot
-        if snap is None:
-            return None
-        if SHARE_STATE_TOPIC not in snap.topics:
-            try:
-                await cluster.ensure_internal_topic(SHARE_STATE)
-            except KafkaApiError as exc:
-                logger.info("%s not created: %s", SHARE_STATE_TOPIC, exc.message)
-            return None
-        n = len(snap.topics[SHARE_STATE_TOPIC].assignment)
-        state = snap.states.get((SHARE_STATE_TOPIC, state_partition(key, n)))
-        return None if state is None or state.leader < 0 else state.leader
+    async def load(self, group_id: str, topic, topic_id: uuid.UUID, partition: int) -> None:
+        """Before a share-partition is served or acknowledged: raises KafkaApiError
+        (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, the persister's) unless this
+        broker may serve it now, having loaded its state from where it lives on first use."""
 
-    # -- one attempt --------------------------------------------------------------------
-    async def _read_once(self, coordinator: int, key: Key, leader_epoch: int) -> ShareState | None:
-        if coordinator == self.broker.node_id:
-            return self.store.read(key, leader_epoch)
-        group_id, topic_id, partition = key
-        response = await self._request(coordinator, 84, group_id=group_id, topics=[{
-            "topic_id": topic_id, "partitions": [{"partition": partition, "leader_epoch": leader_epoch}]}])
-        p = response.results[0].partitions[0]
-        if p.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-            return None
-        if p.error_code:
-            raise KafkaApiError(ErrorCode(p.error_code), p.error_message or "")
-        if p.start_offset < 0:           # no state yet (the coordinator answers start offset -1)
-            return None
-        return ShareState(0, p.state_epoch, leader_epoch, p.start_offset, tuple(
-            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
+    async def persist(self, records: list) -> dict:
+        """Write ``records`` where the state lives; returns {Key: ErrorCode} of the
+        share-partitions not written (their change must not be answered as done)."""
 
-    async def _write_once(self, coordinator: int, key: Key, state: ShareState | None) -> None:
-        if coordinator == self.broker.node_id:
-            code = await self.store.write(key, state)
-            if code:
-                raise KafkaApiError(code, f"share state of {key} not written")
+    async def start_and_lag(self, key: Key, high_watermark: int) -> tuple[int, int]:
+        """(start offset, lag) of the share-partition ``key`` as DescribeShareGroupOffsets
+        gives them, (-1, -1) when it has no state.  Raises KafkaApiError."""
+
+    def follow_leadership(self, led: set) -> None:
+        """The (topic, partition) pairs this broker leads now: forget the share-partitions of
+        the others (a new leader loads their persisted state)."""
+
+    def unload_idle(self, sessions: dict) -> None:
+        """After a timer tick (under the service's append lock): forget the share-partitions
+        no share session in ``sessions`` reads and no acquisition lock holds, when their state
+        lives elsewhere."""
+
+
+class LocalShareStates:
+    """One node: the share coordinator's memory holds every share-partition's state, and each
+    change is appended to ``__share_group_state`` (flushed per its policy) before the answer."""
+
+    holds_every_partition = True
+
+    def __init__(self, config, logs, clock, coordinator):
+        self.config = config
+        self.logs = logs
+        self.clock = clock
+        self.coordinator = coordinator
+
+    def member_known(self, group_id: str, member_id: str) -> bool:
+        return self.coordinator.is_member(group_id, member_id)
+
+    async def load(self, group_id: str, topic, topic_id: uuid.UUID, partition: int) -> None:
+        return None                 # the state is in memory already; a single node leads every partition
+
+    async def persist(self, records: list) -> dict:
+        await self.append(records)
+        return {}
+
+    async def start_and_lag(self, key: Key, high_watermark: int) -> tuple[int, int]:
+        sp = self.coordinator.partitions.get(key)
+        return (UNKNOWN, UNKNOWN) if sp is None else (sp.spso, share_lag(sp, high_watermark))
+
+    def follow_leadership(self, led: set) -> None:
+        return None                 # never asked: a single node's leadership does not move
+
+    def unload_idle(self, sessions: dict) -> None:
+        return None                 # the memory is where the state lives: nothing to load again
+
+    async def state_topic(self):
+        topic = self.logs.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            v = self.config.value_of
+            topic = await create_topic(self.logs, SHARE_STATE_TOPIC, SHARE_STATE.partitions(v), SHARE_STATE.configs(v),
+                                       now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+        return topic
+
+    async def append(self, records: list) -> None:
+        """Append (key, value) records (value None: tombstone), flushed per the topic's policy."""
+        if not records:
             return
-        group_id, topic_id, partition = key
-        if state is None:
-            response = await self._request(coordinator, 86, group_id=group_id, topics=[{
-                "topic_id": topic_id, "partitions": [{"partition": partition}]}])
-        else:
-            response = await self._request(coordinator, 85, group_id=group_id, topics=[{
-                "topic_id": topic_id, "partitions": [{
-                    "partition": partition, "state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
-                    "start_offset": state.start_offset,
-                    "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
-                                       "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
-                                      for b in state.batches]}]}])
-        p = response.results[0].partitions[0]
-        if p.error_code:
-            raise KafkaApiError(ErrorCode(p.error_code), p.error_message or "")
-
-    async def _request(self, broker_id: int, api_key: int, **fields):
-        entry = self._peers.get(broker_id)
-        if entry is None:
-            conn = await self.broker.cluster.open_peer(broker_id, f"kwire-share-{self.broker.node_id}",
-                                                       REPLICATION_WAIT_S)
-            entry = self._peers.setdefault(broker_id, (conn, trio.Lock()))
-            if entry[0] is not conn:
-                await conn.aclose()
-        conn, lock = entry
-        async with lock:               # one request in flight per connection
-            try:
-                return await conn.request(api_key, 0, **fields)
-            except BaseException:
-                if self._peers.get(broker_id) is entry:
-                    del self._peers[broker_id]
-                with trio.CancelScope(shield=True):
-                    await conn.aclose()
-                raise
-
-    async def _drop_peer(self, broker_id: int) -> None:
-        entry = self._peers.pop(broker_id, None)
-        if entry is not None:
-            await entry[0].aclose()
+        topic = await self.state_topic()
+        by_partition: dict[int, list] = {}
+        for key, value in records:
+            by_partition.setdefault(zlib.crc32(key) % len(topic.partitions), []).append((key, value))
+        ts = self.clock.now_ms()
+        flushes = []
+        for p, items in by_partition.items():
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                                producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                                batch_size=2**31 - 1)
+            for i, (key, value) in enumerate(items):
+                builder.append(i, timestamp=ts, key=key, value=value, headers=[])
+            plog = topic.partitions[p]
+            if plog.append(bytes(builder.build()), now_ms=ts, built_here=True).needs_flush:
+                flushes.append(plog)
+        for plog in flushes:
+            await run_blocking(plog.flush)

@@ -20,43 +20,39 @@ an older one), -1 closes (releasing the member's acquired records), any other mu
 next one expected (INVALID_SHARE_SESSION_EPOCH) of an existing session
 (SHARE_SESSION_NOT_FOUND).
 
-Cluster mode (``zookeeper.connect``, ``attach_cluster``): membership is served by the group
-coordinator (the leader of the group's ``__consumer_offsets`` partition, NOT_COORDINATOR
-elsewhere); ShareFetch/ShareAcknowledge of a partition by its leader (NOT_LEADER_OR_FOLLOWER
-elsewhere), the share-partition leader.  It loads a share-partition's state from its share
-coordinator on first use and writes every change there before answering
-(``kwire.services.share_state``: the leader of the key's ``__share_group_state`` partition, reached by
-the persister RPCs); it drops its share-partitions when it stops leading their partition, so
-a new leader starts from the persisted state: records acquired and not acknowledged are
-available again, acknowledged ones stay acknowledged.  Share sessions are per broker (as in
-Kafka); a share-partition leader that is not the group coordinator does not check membership
-when a session opens, and the records of a member gone silent come back when its acquisition
-locks expire.
+Where the share-partitions' state lives is ``states`` (``kwire.services.share_state.ShareStates``),
+and where the groups' configs are kept is ``group_configs.store``, both chosen when the broker
+is built (``attach_states``).  On a single node the coordinator's memory is the state and every
+change is appended to ``__share_group_state`` (``LocalShareStates``).  In a cluster
+(``kwire.cluster.share_states``) membership is served by the group coordinator (the leader of
+the group's ``__consumer_offsets`` partition, NOT_COORDINATOR elsewhere); ShareFetch and
+ShareAcknowledge of a partition by its leader (NOT_LEADER_OR_FOLLOWER elsewhere), the
+share-partition leader, which loads a share-partition's state from its share coordinator on
+first use and writes every change there before answering.  Share sessions are per broker (as
+in Kafka); a share-partition leader that is not the group coordinator does not check
+membership when a session opens, and the records of a member gone silent come back when its
+acquisition locks expire.
 """
 from __future__ import annotations
 
 import logging
 import uuid
-import zlib
 from dataclasses import dataclass, field
 
 import trio
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.records import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_BIT
 from kwire.groups.coordinator import partition_for
-from kwire.groups.internal_topics import OFFSETS_TOPIC, SHARE_STATE, SHARE_STATE_TOPIC
+from kwire.groups.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from kwire.groups.results import Outcome
 from kwire.groups.share_coordinator import HeartbeatResult, ShareConfig, ShareCoordinator, Topic
 from kwire.groups.share_partition import PartitionLimits
-from kwire.groups.share_records import decode_key, decode_value
 
-from kwire.runtime.blocking import create_topic, run_blocking, run_detached
 from kwire.runtime.clock import Clock
 from kwire.services.groups import records_to_end
-from kwire.services.group_configs import GroupConfigs
-from kwire.services.share_state import Persister, ShareStateStore
+from kwire.services.group_configs import GroupConfigs, GroupConfigStore
+from kwire.services.share_state import Key, ShareStates
 
 logger = logging.getLogger("kwire.share")
 
@@ -118,7 +114,7 @@ class ShareSession:
 
 
 class ShareService:
-    """The share-group coordinator of one single-node broker."""
+    """The share-group coordinator of one broker, over the ``states`` its mode keeps."""
 
     def __init__(self, config, logs, clock: Clock, notify_changed=None):
         self.config = config
@@ -137,12 +133,8 @@ class ShareService:
         self.group_configs = GroupConfigs(config.log_dirs[0], self._config_changed, config)
         self._changed = trio.Event()           # records became available again
         self._lock = trio.Lock()                # one outcome's append at a time, in order
-        # cluster mode (attach_cluster): the share coordinator of this broker and the persister
-        self.cluster = None
-        self.store: ShareStateStore | None = None
-        self.persister: Persister | None = None
-        self.epochs: dict[tuple, int] = {}      # loaded share-partition -> its leader epoch then
-        self._load_lock = trio.Lock()
+        self.states: ShareStates | None = None      # where share-partition state lives (attach_states)
+        self.store = None       # a cluster's: this broker as a share coordinator (kwire.handlers.share_state)
         self.groups = None      # the GroupService: the groups' records go to its __consumer_offsets
 
     def attach_groups(self, groups) -> None:
@@ -151,121 +143,40 @@ class ShareService:
         self.groups = groups
         groups.share_replay = self.coordinator.replay_group_record
 
-    # -- cluster mode ----------------------------------------------------------------------
-    def attach_cluster(self, broker) -> None:
-        self.cluster = broker.cluster
-        self.store = ShareStateStore(broker)
-        self.persister = Persister(broker, self.store)
-        zk = broker.cluster.zk
+    def attach_states(self, states: ShareStates, group_config_store: GroupConfigStore) -> None:
+        """Chosen when the broker is built: where the share-partitions' state lives and where
+        the groups' configs are kept."""
+        self.states = states
+        self.group_configs.store = group_config_store
 
-        async def publish(group_id: str, configs: dict[str, str]) -> None:
-            await run_detached(zk.set_group_config, group_id, configs)
-        self.group_configs.publish = publish          # group configs are cluster-wide (ZooKeeper)
-
-    def follow_leadership(self, cluster) -> None:
-        """Drop the share-partitions of the partitions this broker no longer leads (a new
-        leader loads their persisted state), the share groups of the __consumer_offsets
-        partitions it no longer leads (the new coordinator replays them), and follow
-        the leadership of the __share_group_state partitions as their share coordinator."""
-        led = set(cluster.replicas.leaders)
-        for key in [k for k in self.coordinator.partitions if self._data_tp(k) not in led]:
-            self.coordinator.unload_partition(key)
-            self.epochs.pop(key, None)
-        owned = cluster.broker.groups.owned or set()
+    def follow_leadership(self, led: set, group_configs: dict | None) -> None:
+        """Cluster mode, after each ZooKeeper snapshot (``led``: the (topic, partition) pairs
+        this broker leads; ``group_configs``: every group's, None before the first snapshot):
+        drop the share groups of the __consumer_offsets partitions it no longer coordinates (the
+        new coordinator replays them) and the share-partitions of the partitions it no longer
+        leads (a new leader loads their persisted state); apply the groups' configs."""
+        owned = self.groups.owned or set()
         topic = self.logs.get(OFFSETS_TOPIC)
         if topic is not None:
             n = len(topic.partitions)
             for group_id in [g for g in self.coordinator.groups if partition_for(g, n) not in owned]:
                 self.coordinator.unload_group(group_id)
-        if cluster.snapshot is not None:
-            self.group_configs.apply_all(cluster.snapshot.group_configs)
+        if group_configs is not None:
+            self.group_configs.apply_all(group_configs)
         state_topic = self.logs.get(SHARE_STATE_TOPIC)
         if state_topic is not None:
             state_topic.internal = True
-        self.store.follow_leadership({p for (t, p) in led if t == SHARE_STATE_TOPIC})
-
-    def _data_tp(self, key) -> tuple[str, int] | None:
-        topic = self.logs.topics_by_id.get(key[1])
-        return None if topic is None else (topic.name, key[2])
+        self.states.follow_leadership(led)
 
     def member_known(self, group_id: str, member_id: str) -> bool:
         """Whether ShareFetch may serve the member: any member in cluster mode (the group
         coordinator may be another broker), a member of the group on a single node."""
-        return self.cluster is not None or self.coordinator.is_member(group_id, member_id)
+        return self.states.member_known(group_id, member_id)
 
-    async def _load(self, topic, topic_id: uuid.UUID, partition: int, plog, group_id: str) -> None:
-        """Cluster mode: raise NOT_LEADER_OR_FOLLOWER unless this broker leads the partition;
-        load its share-partition's state from the share coordinator on first use."""
-        if self.cluster is None:
-            return
-        leader = self.cluster.replicas.check_leader((topic.name, partition), plog, None)
-        key = (group_id, topic_id, partition)
-        if key in self.coordinator.partitions:
-            return
-        async with self._load_lock:
-            if key in self.coordinator.partitions:
-                return
-            state = await self.persister.read(key, leader.leader_epoch)
-            if state is None:              # it starts from share.auto.offset.reset
-                await self._refresh_group_configs(group_id)
-            if self.cluster.replicas.leader((topic.name, partition)) is not leader:
-                raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
-            self.epochs[key] = leader.leader_epoch
-            if state is not None:
-                self.coordinator.load_partition(key, state)
-                logger.info("share-partition %s %s-%d loaded (start offset %d, %d batch(es), leader epoch %d)",
-                            group_id, topic.name, partition, state.start_offset, len(state.batches),
-                            leader.leader_epoch)
-
-    async def _refresh_group_configs(self, group_id: str) -> None:
-        """Before a share-partition starts from share.auto.offset.reset: the group's configs as
-        ZooKeeper holds them, not as this broker's watch last delivered them, so a config
-        another broker acknowledged a moment ago applies (``kafka-configs`` then a consumer)."""
-        configs, why = None, "no answer within 2 s"
-        with trio.move_on_after(2):
-            try:
-                configs = await run_detached(self.cluster.zk.get_group_config, group_id)
-            except Exception as exc:          # ZooKeeper away: the configs the watch delivered
-                why = repr(exc)
-        if configs is None:
-            logger.warning("group %s: configs not read from ZooKeeper (%s); using the last known", group_id, why)
-            return
-        self.group_configs.apply_group(group_id, configs)
-
-    async def _persist(self, records: list) -> dict:
-        """Cluster mode: write each snapshot (tombstone: delete) to its share coordinator;
-        returns {(group, topic_id, partition): ErrorCode} of those not written."""
-        failed = {}
-        for key, value in records:
-            k = decode_key(key)
-            pkey = (k.group_id, k.topic_id, k.partition)
-            state = None
-            if value is not None:
-                epoch = self.epochs.get(pkey)
-                if epoch is None:              # not (or no longer) its leader: nothing to write
-                    failed[pkey] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    continue
-                state = decode_value(k.kind, value)
-                state = type(state)(state.snapshot_epoch, state.state_epoch, epoch, state.start_offset,
-                                    state.batches)
-            try:
-                await self.persister.write(pkey, state)
-            except KafkaApiError as exc:
-                logger.warning("share state of %s not written: %s %s", pkey, exc.code.name, exc.message)
-                failed[pkey] = exc.code
-                if exc.code == ErrorCode.FENCED_LEADER_EPOCH:     # a newer leader has it: drop ours
-                    self.coordinator.unload_partition(pkey)
-                    self.epochs.pop(pkey, None)
-        return failed
-
-    # -- the internal topic --------------------------------------------------------------
-    async def state_topic(self):
-        topic = self.logs.get(SHARE_STATE_TOPIC)
-        if topic is None:
-            v = self.config.value_of
-            topic = await create_topic(self.logs, SHARE_STATE_TOPIC, SHARE_STATE.partitions(v), SHARE_STATE.configs(v),
-                                       now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
-        return topic
+    async def start_and_lag(self, key: Key, high_watermark: int) -> tuple[int, int]:
+        """DescribeShareGroupOffsets: (start offset, lag) of a share-partition, (-1, -1) when
+        it has no state.  Raises KafkaApiError."""
+        return await self.states.start_and_lag(key, high_watermark)
 
     def _config_changed(self, group_id: str, name: str, value: str | None) -> None:
         if name == "share.auto.offset.reset":
@@ -291,28 +202,6 @@ class ShareService:
         if count:
             logger.info("replayed %d share-state record(s) from %s", count, SHARE_STATE_TOPIC)
         return count
-
-    async def append(self, records: list) -> None:
-        """Append (key, value) records (value None: tombstone), flushed per the topic's policy."""
-        if not records:
-            return
-        topic = await self.state_topic()
-        by_partition: dict[int, list] = {}
-        for key, value in records:
-            by_partition.setdefault(zlib.crc32(key) % len(topic.partitions), []).append((key, value))
-        ts = self.clock.now_ms()
-        flushes = []
-        for p, items in by_partition.items():
-            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                                producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                                batch_size=2**31 - 1)
-            for i, (key, value) in enumerate(items):
-                builder.append(i, timestamp=ts, key=key, value=value, headers=[])
-            plog = topic.partitions[p]
-            if plog.append(bytes(builder.build()), now_ms=ts, built_here=True).needs_flush:
-                flushes.append(plog)
-        for plog in flushes:
-            await run_blocking(plog.flush)
 
     # -- membership -----------------------------------------------------------------------
     async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed,
@@ -377,15 +266,11 @@ class ShareService:
             if topic is None:
                 errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            if self.cluster is not None:
-                if not 0 <= partition < len(topic.partitions):
-                    errors[(topic_id, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                try:
-                    await self._load(topic, topic_id, partition, topic.partitions[partition], group_id)
-                except KafkaApiError as exc:
-                    errors[(topic_id, partition)] = exc.code
-                    continue
+            try:
+                await self.states.load(group_id, topic, topic_id, partition)
+            except KafkaApiError as exc:
+                errors[(topic_id, partition)] = exc.code
+                continue
             outcome = self.coordinator.acknowledge(group_id, member_id, topic_id, partition, batches)
             errors[(topic_id, partition)] = outcome.result
             records += outcome.records
@@ -411,7 +296,7 @@ class ShareService:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = topic.partitions[partition]
         try:
-            await self._load(topic, topic_id, partition, plog, group_id)
+            await self.states.load(group_id, topic, topic_id, partition)
         except KafkaApiError as exc:
             if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 raise
@@ -420,7 +305,7 @@ class ShareService:
             return b"", []                 # its share coordinator is away: nothing this time
         outcome = self.coordinator.share_partition(group_id, topic_id, partition, plog.log_start_offset,
                                                    plog.high_watermark)
-        if outcome.records and await self._apply(outcome.records) and self.cluster is not None:
+        if outcome.records and await self._apply(outcome.records):
             # its initial state is not persisted: not served until it is (the next fetch retries)
             self.coordinator.unload_partition((group_id, topic_id, partition))
             return b"", []
@@ -465,7 +350,7 @@ class ShareService:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: its state (tombstones) and its group configs go too."""
         await self._offsets_topic(group_id)
-        outcome = self.coordinator.delete_group(group_id, assigned=self.cluster is not None)
+        outcome = self.coordinator.delete_group(group_id, assigned=not self.states.holds_every_partition)
         await self._apply_group(outcome.group_records)
         await self._apply(outcome.records)
         if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
@@ -489,15 +374,12 @@ class ShareService:
             await self.groups.apply(Outcome(records=records))
 
     async def _apply(self, records: list) -> dict:
-        """Persist the records (single node: append; cluster: the persister), then wake the
-        parked fetches; returns the share-partitions not persisted (cluster mode) with why."""
+        """Persist the records where the state lives (``states``), then wake the parked
+        fetches; returns the share-partitions not persisted with why."""
         failed = {}
         if records:
             async with self._lock:
-                if self.cluster is None:
-                    await self.append(records)
-                else:
-                    failed = await self._persist(records)
+                failed = await self.states.persist(records)
             self._changed.set()
             self._changed = trio.Event()
         return failed
@@ -512,17 +394,5 @@ class ShareService:
                 self.sessions.pop(key, None)
             await self._apply_group(outcome.group_records)
             await self._apply(outcome.records)
-            if self.cluster is not None:
-                async with self._lock:
-                    self._unload_idle()
-
-    def _unload_idle(self) -> None:
-        """Cluster mode: forget the share-partitions no share session here reads and no lock
-        holds (their state is at the share coordinator; the next use loads it again), so a
-        group deleted and created again, or state changed elsewhere, is read afresh."""
-        in_use = {(group_id, topic_id, p) for (group_id, _), session in self.sessions.items()
-                  for topic_id, p in session.partitions}
-        for key, sp in list(self.coordinator.partitions.items()):
-            if key not in in_use and sp.next_lock_deadline() is None:
-                self.coordinator.unload_partition(key)
-                self.epochs.pop(key, None)
+            async with self._lock:
+                self.states.unload_idle(self.sessions)

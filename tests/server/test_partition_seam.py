@@ -1,6 +1,7 @@
 """One seam between a single node and a cluster (STYLE.md, "Where a thing lives"): handlers
 never ask whether there is a cluster; the broker is built with one implementation of each
-interface (partitions, topology, topic administration, ACL and SCRAM stores) for its mode."""
+interface (partitions, topology, topic administration, ACL and SCRAM stores, share-partition
+state, group configs) for its mode."""
 from __future__ import annotations
 
 import inspect
@@ -13,16 +14,20 @@ import trio
 
 from kwire.admin.broker_config import broker_config_from_properties
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.cluster.group_configs import ZkGroupConfigStore
 from kwire.cluster.partitions import ReplicatedPartitions
 from kwire.cluster.replication import ReplicaManager
 from kwire.log.config import LogConfig
 from kwire.log.partition import PartitionLog
+from kwire.cluster.share_states import PersistedShareStates
 from kwire.cluster.topic_admin import ZkTopicAdmin
 from kwire.cluster.topology import ClusterTopology
 from kwire.security.acl_store import AclService
 from kwire.security.scram_store import ScramService
 from kwire.server.broker import Broker
+from kwire.services.group_configs import FileGroupConfigStore, GroupConfigStore
 from kwire.services.partitions import LocalPartitions, PartitionService
+from kwire.services.share_state import LocalShareStates, ShareStates
 from kwire.services.topic_admin import LocalTopicAdmin, TopicAdmin
 from kwire.services.topology import LocalTopology, Topology
 from tests.log.logkit import build_batch
@@ -32,17 +37,14 @@ HANDLERS = ROOT / "kwire" / "handlers"
 CLUSTER_QUESTION = re.compile(r"cluster is (not )?None")
 
 # The branches on "is there a cluster" still in kwire/handlers, each with why it stays.
-ALLOWED = {
-    # where a share-partition's state lives: the share coordinator's memory on a single node,
-    # the share coordinators' persister in a cluster; a question for ShareService (another
-    # seam), not for the partitions or the topology
-    "share_admin.py": 1,
-}
+ALLOWED: dict[str, int] = {}
 
 PAIRS = [
     (PartitionService, LocalPartitions, ReplicatedPartitions),
     (Topology, LocalTopology, ClusterTopology),
     (TopicAdmin, LocalTopicAdmin, ZkTopicAdmin),
+    (ShareStates, LocalShareStates, PersistedShareStates),
+    (GroupConfigStore, FileGroupConfigStore, ZkGroupConfigStore),
 ]
 
 
@@ -58,13 +60,22 @@ def test_handlers_do_not_ask_whether_there_is_a_cluster():
 def test_handlers_do_not_reach_into_the_cluster_node():
     offenders = [path.name for path in sorted(HANDLERS.glob("*.py"))
                  if re.search(r"broker\.cluster\b", path.read_text())]
-    assert offenders == ["share_admin.py"]          # the allowed branch above
+    assert offenders == []
 
 
 def test_the_coordinators_do_not_ask_either():
     # their replicated appends, read fences and internal topics go through the same seam
     for name in ("groups.py", "transactions.py"):
         assert not CLUSTER_QUESTION.search((ROOT / "kwire" / "services" / name).read_text()), name
+
+
+def test_the_share_service_does_not_ask_or_reach_into_the_cluster_node():
+    # where share-partition state lives and where group configs are kept are ShareStates and
+    # GroupConfigStore; leadership is broker.partitions
+    for name in ("shares.py", "share_state.py", "group_configs.py"):
+        text = (ROOT / "kwire" / "services" / name).read_text()
+        assert not CLUSTER_QUESTION.search(text), name
+        assert not re.search(r"(?<!kwire)\.cluster\b|\.replicas\b|\.zk\b", text), name
 
 
 def _members(protocol) -> set[str]:
@@ -99,6 +110,8 @@ def test_a_single_node_broker_is_built_with_the_local_implementations(tmp_path):
     assert type(broker.topology) is LocalTopology and isinstance(broker.topology, Topology)
     assert type(broker.topic_admin) is LocalTopicAdmin and isinstance(broker.topic_admin, TopicAdmin)
     assert type(broker.acls) is AclService and type(broker.scram) is ScramService
+    assert type(broker.shares.states) is LocalShareStates and isinstance(broker.shares.states, ShareStates)
+    assert type(broker.shares.group_configs.store) is FileGroupConfigStore
     assert broker.partitions.appended == broker.notify_appended     # committed at once
 
 
@@ -114,6 +127,8 @@ def test_a_cluster_broker_is_built_with_the_replicated_implementations(tmp_path)
         assert type(broker.topology) is ClusterTopology and isinstance(broker.topology, Topology)
         assert type(broker.topic_admin) is ZkTopicAdmin and isinstance(broker.topic_admin, TopicAdmin)
         assert type(broker.acls) is ZkAclService and type(broker.scram) is ZkScramService
+        assert type(broker.shares.states) is PersistedShareStates and isinstance(broker.shares.states, ShareStates)
+        assert type(broker.shares.group_configs.store) is ZkGroupConfigStore
         assert broker.partitions.appended == broker.notify_log_end      # followers first
     finally:
         broker.close()
@@ -201,3 +216,12 @@ def test_too_few_in_sync_replicas_does_not_refuse_acks_1(tmp_path):
     waits = []
     service.append("t", 0, plog, build_batch([b"v"]), 0, 9, 1, waits)
     assert plog.log_end_offset == 1 and waits == []
+
+
+def test_a_share_partition_leader_sees_leadership_move_while_it_loads(tmp_path):
+    plog, service = replicated(tmp_path, leads=True)
+    leader = service.check_writer("t", 0, plog)
+    assert service.still_leads("t", 0, leader)
+    assert not service.still_leads("t", 0, SimpleNamespace())      # another leader state: moved
+    local = LocalPartitions(SimpleNamespace(logs=None, notify_appended=lambda partitions: None))
+    assert local.check_writer("t", 0, plog) is None and local.still_leads("t", 0, None)
