@@ -65,16 +65,7 @@ class GroupLoader:
         return len(doomed) + len(consumer)
 
     def replay(self, key: bytes, value: bytes | None, producer_id: int | None = None) -> bool:
-        """Apply one ``__consumer_offsets`` record at start-up (value None = tombstone).
-
-        A record of a transactional batch (``producer_id``) is an offset commit held
-        pending until ``replay_marker`` sees its transaction's marker.
-
-        Returns False for a record that was skipped: a key of a kind this
-        coordinator does not own, or bytes that do not decode (logged, so one
-        damaged record cannot stop the broker from starting).  Members get
-        their session deadline from the first call that carries a clock.
-        """
+        """``GroupCoordinator.replay``: one ``__consumer_offsets`` record; False if skipped."""
         try:
             k = decode_key(bytes(key)) if key is not None else None
             if isinstance(k, OffsetKey) and producer_id is not None:
