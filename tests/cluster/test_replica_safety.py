@@ -268,7 +268,8 @@ def test_an_offset_commit_the_in_sync_replicas_did_not_get_is_not_acknowledged(c
     coordinator, followers = wait_for(lambda: (c := coordinator_of(cluster, group)) and len(c[1]) == 2 and c,
                                       30, "the group's offsets partition with its full ISR")
     address = cluster.broker(coordinator).bootstrap
-    assert commit_offset(address, group, "committed", 10) == 0
+    # NOT_COORDINATOR (retriable) until the named leader has loaded the partition
+    wait_for(lambda: commit_offset(address, group, "committed", 10) == 0, 20, "a commit through the coordinator")
     for f in followers:
         cluster.pause(f)
     try:

@@ -6,6 +6,7 @@ whenever ../shared/jars holds it, so tests of both connectors share the one JVM;
 ``jvm_spark`` fixture is that session, and skips saying why when the jars are absent."""
 import itertools
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,24 @@ def spark():
     session = build_session(app_name="kwire-tests", connector=connector)
     yield session
     session.stop()
+    stop_the_jvm()
+
+
+def stop_the_jvm() -> None:
+    """End the JVM this session started: a Kafka producer Spark caches there would otherwise
+    go on retrying the (by then stopped) test broker until the interpreter exits."""
+    from pyspark import SparkContext
+    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    proc = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")
