@@ -1,14 +1,15 @@
 """Coordinator record keys and values, encoded and decoded from Kafka's JSON data specs.
 
-The records of ``__consumer_offsets`` and ``__transaction_state`` are Kafka
-"data" messages: each key and value is an int16 version followed by the
-message at that version, in the same encoding as a protocol message (classic
-or, at a flexible version, compact with tagged fields; see ``messages`` and
-``primitives`` for the byte layouts).  Their specs live in ``codecs/specs``
-beside the API specs (``OffsetCommitKey.json``, ``TransactionLogValue.json``,
-...); kafka-python's spec loader turns each into a schema, ``messages``
-encodes from it and this module decodes with the bounds-checked
-``primitives.Reader``, so no record layout is written by hand.
+The records of ``__consumer_offsets``, ``__transaction_state`` and
+``__share_group_state`` are Kafka "data" messages: each key and value is an
+int16 version followed by the message at that version, in the same encoding as
+a protocol message (classic or, at a flexible version, compact with tagged
+fields; see ``messages`` and ``primitives`` for the byte layouts).  Their specs
+live in ``codecs/specs`` beside the API specs (``OffsetCommitKey.json``,
+``ConsumerGroupMemberMetadataValue.json``, ``TransactionLogValue.json``,
+``ShareSnapshotValue.json``, ...); kafka-python's spec loader turns each into a
+schema, ``messages`` encodes from it and this module decodes with the
+bounds-checked ``primitives.Reader``, so no record layout is written by hand.
 
 Values are plain dicts with kafka-python's snake_case field names; nested
 structs are dicts, arrays lists.  A field absent at the decoded version (or a
@@ -45,6 +46,11 @@ class _Plan:
         self.flat = not flexible and all(kind in (_FIX, _STRING) for _, kind, _, _ in steps)
         self.names = names        # every field the spec knows, at any version
         self.defaults = defaults  # name -> default of the fields in steps
+
+    def without_presence(self, tags: tuple[int, ...]) -> "_Plan":
+        """This plan with the tagged structs ``tags`` read as non-nullable (no presence byte)."""
+        tagged = {tag: (f[0], f[1], f[2], False) if tag in tags else f for tag, f in self.tagged.items()}
+        return _Plan(self.steps, tagged, self.absent, self.flexible, self.names, self.defaults)
 
 
 def _min_size(kind: int, arg, flexible: bool) -> int:
@@ -232,10 +238,14 @@ class RecordSpec:
             raise ValueError(f"{self.name} v{version} is not flat")
         return _compile_positional(plan, version)
 
-    def decode(self, r: Reader, version: int) -> dict:
+    def decode(self, r: Reader, version: int, presence_free_tags: tuple[int, ...] = ()) -> dict:
         """The fields of ``version`` read from ``r`` (whose int16 version the caller has read);
-        raises ``r.error``.  The caller checks ``r.end()``."""
-        return _read_struct(r, self._plans.get(version) or self._plan(version, r.error))
+        raises ``r.error``.  The caller checks ``r.end()``.  ``presence_free_tags``: top-level
+        tagged nullable structs written without their presence byte (an older kwire layout)."""
+        plan = self._plans.get(version) or self._plan(version, r.error)
+        if presence_free_tags:
+            plan = plan.without_presence(presence_free_tags)
+        return _read_struct(r, plan)
 
     def _plan(self, version: int, error: type[Exception]) -> _Plan:
         if version not in self.versions:

@@ -35,8 +35,8 @@ from .consumer_group import (
 )
 from .consumer_records import (
     CURRENT_ASSIGNMENT, GROUP_METADATA, MEMBER_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA,
-    CurrentAssignment, MemberMetadata, consumer_key, encode_current_assignment, encode_group_epoch,
-    encode_member_metadata, encode_partition_metadata, encode_target_member,
+    CurrentAssignment, MemberMetadata, consumer_key, encode_assignment_epoch, encode_current_assignment,
+    encode_group_epoch, encode_member_metadata, encode_partition_metadata, encode_target_member,
 )
 from .context import GroupContext
 from .effects import Effects
@@ -291,7 +291,7 @@ class ConsumerGroupManager:
             group.target[member_id] = assignment
         group.assignment_epoch = group.group_epoch
         fx.append(Record(group.group_id, consumer_key(TARGET_METADATA, group.group_id),
-                         encode_group_epoch(group.assignment_epoch)))
+                         encode_assignment_epoch(group.assignment_epoch)))
 
     def _reconcile(self, fx: Effects, group: ConsumerGroup, member: ConsumerMember, owned, now_ms: int
                    ) -> ConsumerMember:

@@ -1,47 +1,87 @@
 """``__consumer_offsets`` records of KIP-848 consumer groups, in Apache Kafka's layout.
 
-Kafka's group-coordinator module defines them (``ConsumerGroup*Key``/``Value``
-message specs); the key's int16 version is the record type.  Keys are
-non-flexible (``string`` = int16 length + UTF-8); values are version 0 and
-flexible (KIP-482):
+Kafka's group-coordinator module defines them as ``ConsumerGroup*Key``/``Value`` data
+specs; kwire's copies are in ``codecs/specs`` and ``kwire.codecs.record_specs`` encodes
+and decodes them, so no layout is written here.  The key's int16 version is the record
+type; keys are classic (group id, and member id for the member-keyed types), values are
+version 0 and flexible (compact strings and arrays, tagged fields):
 
-    compact string      uvarint(N + 1), N bytes (nullable: uvarint 0 = null)
-    compact array       uvarint(count + 1), the elements
-    uuid                16 bytes
-    tagged fields       uvarint count, then (uvarint tag, uvarint size, bytes) each;
-                        every struct ends with one (we write none, we skip any)
+ type  record                       value
+  3    ConsumerGroupMetadata        the group epoch
+  4    PartitionMetadata            the subscribed topics: id, name, partition count
+  5    MemberMetadata               instance, rack, client, subscription, timeouts, assignor;
+                                    tag 0: the classic protocols of a JoinGroup member
+  6    TargetAssignmentMetadata     the assignment epoch
+  7    TargetAssignmentMember       a member's target partitions
+  8    CurrentMemberAssignment      a member's epochs, state, assigned and pending partitions
 
-Keys                                          Values (int16 version 0, then)
- 3 ConsumerGroupMetadata     group              int32 epoch
- 4 PartitionMetadata         group              [topic_id uuid, topic_name, int32 num_partitions,
-                                                 [int32 partition, [rack string]]]
- 5 MemberMetadata            group, member      instance_id?, rack_id?, client_id, client_host,
-                                                 [subscribed topic name], regex?, int32 rebalance_timeout,
-                                                 server_assignor?; tag 0: classic member metadata
-                                                 {int32 session_timeout, [name, compact bytes metadata]}
- 6 TargetAssignmentMetadata  group              int32 assignment_epoch
- 7 TargetAssignmentMember    group, member      [topic_id uuid, [int32 partition]]
- 8 CurrentMemberAssignment   group, member      int32 member_epoch, int32 previous_member_epoch,
-                                                 int8 state, assigned [topic_id, [p]], pending revocation [..]
+A null value is a tombstone.  Decoding raises ``GroupRecordError`` for truncated or
+trailing bytes.
 
-(``?`` = nullable.)  A null value is a tombstone.  Decoding raises
-``GroupRecordError`` for truncated or trailing bytes.
+Records written by kwire before its classic member metadata followed Kafka's nullable-struct
+rule lack the presence byte at the start of tag 0; they are still read (``_legacy_classic``).
 """
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
-from kwire.codecs.primitives import INT8, uvarint as _uvarint
+from kwire.codecs.record_specs import RecordSpec
 
-from .records import INT16, INT32, GroupRecordError, _Reader, _string
+from .records import GroupRecordError, _Reader
 
 VALUE_VERSION = 0
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
 CONSUMER_KEY_TYPES = (3, 4, 5, 6, 7, 8)
+_MEMBER_KEYED = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+_NAMES = {GROUP_METADATA: "ConsumerGroupMetadata", PARTITION_METADATA: "ConsumerGroupPartitionMetadata",
+          MEMBER_METADATA: "ConsumerGroupMemberMetadata", TARGET_METADATA: "ConsumerGroupTargetAssignmentMetadata",
+          TARGET_MEMBER: "ConsumerGroupTargetAssignmentMember",
+          CURRENT_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment"}
 
 Assignment = dict  # topic_id (uuid.UUID) -> frozenset of partitions
+
+
+class RecordKinds:
+    """The key and value specs of a family of ``__consumer_offsets`` record types."""
+
+    def __init__(self, names: dict[int, str], member_keyed: tuple[int, ...]):
+        self.keys = {t: RecordSpec(name + "Key") for t, name in names.items()}
+        self.values = {t: RecordSpec(name + "Value") for t, name in names.items()}
+        self.member_keyed = member_keyed
+
+    def key(self, record_type: int, group_id: str, member_id: str | None = None) -> bytes:
+        fields = {"group_id": group_id}
+        if record_type in self.member_keyed:
+            fields["member_id"] = member_id
+        return self.keys[record_type].encode(record_type, fields)
+
+    def decode_key(self, key: bytes) -> tuple[int, str, str | None] | None:
+        """(type, group, member or None), or None for a type of another family."""
+        r = _Reader(key)
+        record_type = r.int16()
+        spec = self.keys.get(record_type)
+        if spec is None:
+            return None
+        fields = spec.decode(r, record_type)
+        r.end()
+        return record_type, fields["group_id"], fields.get("member_id")
+
+    def value(self, record_type: int, fields: dict) -> bytes:
+        return self.values[record_type].encode(VALUE_VERSION, fields)
+
+    def decode_value(self, record_type: int, value: bytes) -> dict:
+        r = _Reader(value)
+        version = r.int16()
+        if version != VALUE_VERSION:
+            raise GroupRecordError(f"unknown {self.values[record_type].name} version {version}")
+        fields = self.values[record_type].decode(r, version)
+        r.end()
+        return fields
+
+
+CONSUMER = RecordKinds(_NAMES, _MEMBER_KEYED)
 
 
 @dataclass(frozen=True)
@@ -83,168 +123,115 @@ class CurrentAssignment:
 
 # -- keys ----------------------------------------------------------------------
 def consumer_key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    key = INT16.pack(record_type) + _string(group_id)
-    return key + _string(member_id) if record_type in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT) else key
+    return CONSUMER.key(record_type, group_id, member_id)
 
 
 def decode_consumer_key(key: bytes) -> ConsumerKey | None:
     """A consumer-group key, or None for a key of another type."""
-    r = _Reader(key)
-    version = r.int16()
-    if version not in CONSUMER_KEY_TYPES:
-        return None
-    group_id = r.string()
-    member_id = r.string() if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT) else None
-    r.end()
-    return ConsumerKey(version, group_id, member_id)
+    decoded = CONSUMER.decode_key(key)
+    return None if decoded is None else ConsumerKey(*decoded)
 
 
-# -- flexible writing ----------------------------------------------------------
-def _cstring(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return _uvarint(len(b) + 1) + b
+# -- values: shared shapes -----------------------------------------------------
+def topic_partitions(a: Assignment) -> list[dict]:
+    """An assignment as the specs' [TopicId, [Partitions]] (topics in id order, empty ones left out)."""
+    return [{"topic_id": tid, "partitions": sorted(parts)}
+            for tid, parts in sorted(a.items(), key=lambda kv: str(kv[0])) if parts]
 
 
-def _carray(items: list[bytes]) -> bytes:
-    return _uvarint(len(items) + 1) + b"".join(items)
+def assignment_of(entries: list[dict]) -> Assignment:
+    return {e["topic_id"]: frozenset(e["partitions"]) for e in entries}
 
 
-NO_TAGS = b"\x00"
+def partition_metadata_fields(topics: dict[str, tuple[uuid.UUID, int]]) -> dict:
+    return {"topics": [{"topic_id": tid, "topic_name": name, "num_partitions": n, "partition_metadata": []}
+                       for name, (tid, n) in sorted(topics.items())]}
 
 
-def _topic_partitions(a: Assignment) -> bytes:
-    return _carray([tid.bytes + _carray([INT32.pack(p) for p in sorted(parts)]) + NO_TAGS
-                    for tid, parts in sorted(a.items(), key=lambda kv: str(kv[0])) if parts])
+def partition_metadata_of(fields: dict) -> dict[str, tuple[uuid.UUID, int]]:
+    # per-partition racks are not used (deprecated in Kafka 4.0)
+    return {t["topic_name"]: (t["topic_id"], t["num_partitions"]) for t in fields["topics"]}
 
 
-def _value(body: bytes) -> bytes:
-    return INT16.pack(VALUE_VERSION) + body + NO_TAGS
-
-
+# -- values --------------------------------------------------------------------
 def encode_group_epoch(epoch: int) -> bytes:
-    """Type 3 and type 6 values: one int32 epoch."""
-    return _value(INT32.pack(epoch))
+    return CONSUMER.value(GROUP_METADATA, {"epoch": epoch})
 
 
-def encode_partition_metadata(topics: dict[str, tuple[uuid.UUID, int]]) -> bytes:
-    return _value(_carray([tid.bytes + _cstring(name) + INT32.pack(n) + _carray([]) + NO_TAGS
-                           for name, (tid, n) in sorted(topics.items())]))
-
-
-def _cbytes(b: bytes) -> bytes:
-    return _uvarint(len(b) + 1) + b
-
-
-def _classic(c: ClassicMetadata) -> bytes:
-    return INT32.pack(c.session_timeout_ms) + _carray(
-        [_cstring(name) + _cbytes(metadata) + NO_TAGS for name, metadata in c.protocols]) + NO_TAGS
-
-
-def encode_member_metadata(m: MemberMetadata) -> bytes:
-    body = b"".join((_cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id),
-                     _cstring(m.client_host), _carray([_cstring(t) for t in m.subscribed_topic_names]),
-                     _cstring(m.subscribed_topic_regex), INT32.pack(m.rebalance_timeout_ms),
-                     _cstring(m.server_assignor)))
-    if m.classic is None:
-        return _value(body)
-    tagged = _classic(m.classic)
-    return INT16.pack(VALUE_VERSION) + body + _uvarint(1) + _uvarint(0) + _uvarint(len(tagged)) + tagged
-
-
-def encode_target_member(a: Assignment) -> bytes:
-    return _value(_topic_partitions(a))
-
-
-def encode_current_assignment(c: CurrentAssignment) -> bytes:
-    return _value(INT32.pack(c.member_epoch) + INT32.pack(c.previous_member_epoch) + INT8.pack(c.state)
-                  + _topic_partitions(c.assigned) + _topic_partitions(c.pending_revocation))
-
-
-# -- flexible reading ----------------------------------------------------------
-class _FlexReader(_Reader):
-    """The flexible reads of these values (a null compact string reads as None whatever the
-    field, a null compact array as empty, unknown tagged fields are skipped)."""
-
-    __slots__ = ()
-    cstring = _Reader.compact_nullable_string
-    carray = _Reader.compact_array_len
-    tags = _Reader.tagged_fields
-
-    def topic_partitions(self) -> Assignment:
-        out = {}
-        for _ in range(self.carray()):
-            tid = self.uuid()
-            out[tid] = frozenset(self.int32() for _ in range(self.carray()))
-            self.tags()
-        return out
-
-
-def _open(value: bytes) -> _FlexReader:
-    r = _FlexReader(value)
-    version = r.int16()
-    if version != VALUE_VERSION:
-        raise GroupRecordError(f"unknown consumer group value version {version}")
-    return r
-
-
-def _close(r: _FlexReader, result):
-    r.tags()
-    r.end()
-    return result
+def encode_assignment_epoch(epoch: int) -> bytes:
+    return CONSUMER.value(TARGET_METADATA, {"assignment_epoch": epoch})
 
 
 def decode_epoch(value: bytes) -> int:
-    r = _open(value)
-    return _close(r, r.int32())
+    return CONSUMER.decode_value(GROUP_METADATA, value)["epoch"]
+
+
+def decode_assignment_epoch(value: bytes) -> int:
+    return CONSUMER.decode_value(TARGET_METADATA, value)["assignment_epoch"]
+
+
+def encode_partition_metadata(topics: dict[str, tuple[uuid.UUID, int]]) -> bytes:
+    return CONSUMER.value(PARTITION_METADATA, partition_metadata_fields(topics))
 
 
 def decode_partition_metadata(value: bytes) -> dict[str, tuple[uuid.UUID, int]]:
-    r = _open(value)
-    topics = {}
-    for _ in range(r.carray()):
-        tid, name, n = r.uuid(), r.cstring(), r.int32()
-        for _ in range(r.carray()):         # per-partition racks: unused (deprecated in Kafka 4.0)
-            r.int32()
-            for _ in range(r.carray()):
-                r.cstring()
-            r.tags()
-        r.tags()
-        topics[name] = (tid, n)
-    return _close(r, topics)
+    return partition_metadata_of(CONSUMER.decode_value(PARTITION_METADATA, value))
+
+
+def encode_member_metadata(m: MemberMetadata) -> bytes:
+    fields = {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+              "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+              "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+              "server_assignor": m.server_assignor}
+    if m.classic is not None:
+        fields["classic_member_metadata"] = {
+            "session_timeout_ms": m.classic.session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": md} for n, md in m.classic.protocols]}
+    return CONSUMER.value(MEMBER_METADATA, fields)
 
 
 def decode_member_metadata(value: bytes) -> MemberMetadata:
-    r = _open(value)
-    instance_id, rack_id, client_id, client_host = r.cstring(), r.cstring(), r.cstring(), r.cstring()
-    names = tuple(r.cstring() for _ in range(r.carray()))
-    regex, rebalance_timeout_ms, server_assignor = r.cstring(), r.int32(), r.cstring()
-    classic = None
-    for _ in range(r.uvarint()):
-        tag, size = r.uvarint(), r.uvarint()
-        field = _FlexReader(bytes(r.take(size)))
-        if tag == 0:
-            session_timeout_ms = field.int32()
-            protocols = []
-            for _ in range(field.carray()):
-                name = field.cstring() or ""
-                protocols.append((name, bytes(field.take(field.uvarint() - 1))))
-                field.tags()
-            field.tags()
-            field.end()
-            classic = ClassicMetadata(session_timeout_ms, tuple(protocols))
+    try:
+        f = CONSUMER.decode_value(MEMBER_METADATA, value)
+    except GroupRecordError:
+        f = _legacy_classic(value)
+    c = f["classic_member_metadata"]
+    classic = None if c is None else ClassicMetadata(
+        c["session_timeout_ms"], tuple((p["name"], p["metadata"]) for p in c["supported_protocols"]))
+    return MemberMetadata(f["instance_id"], f["rack_id"], f["client_id"], f["client_host"],
+                          tuple(f["subscribed_topic_names"]), f["subscribed_topic_regex"],
+                          f["rebalance_timeout_ms"], f["server_assignor"], classic)
+
+
+def _legacy_classic(value: bytes) -> dict:
+    """A member metadata value as kwire wrote it before this layout came from the spec: tag 0
+    held the classic struct without Kafka's presence byte.  Raises GroupRecordError."""
+    r = _Reader(value)
+    if r.int16() != VALUE_VERSION:
+        raise GroupRecordError("unknown ConsumerGroupMemberMetadataValue version")
+    fields = CONSUMER.values[MEMBER_METADATA].decode(r, VALUE_VERSION, presence_free_tags=(0,))
     r.end()
-    return MemberMetadata(instance_id, rack_id, client_id or "", client_host or "", names, regex,
-                          rebalance_timeout_ms, server_assignor, classic)
+    return fields
+
+
+def encode_target_member(a: Assignment) -> bytes:
+    return CONSUMER.value(TARGET_MEMBER, {"topic_partitions": topic_partitions(a)})
 
 
 def decode_target_member(value: bytes) -> Assignment:
-    r = _open(value)
-    return _close(r, r.topic_partitions())
+    return assignment_of(CONSUMER.decode_value(TARGET_MEMBER, value)["topic_partitions"])
+
+
+def encode_current_assignment(c: CurrentAssignment) -> bytes:
+    return CONSUMER.value(CURRENT_ASSIGNMENT, {
+        "member_epoch": c.member_epoch, "previous_member_epoch": c.previous_member_epoch, "state": c.state,
+        "assigned_partitions": topic_partitions(c.assigned),
+        "partitions_pending_revocation": topic_partitions(c.pending_revocation)})
 
 
 def decode_current_assignment(value: bytes) -> CurrentAssignment:
-    r = _open(value)
-    c = CurrentAssignment(r.int32(), r.int32(), r.int8(), r.topic_partitions(), r.topic_partitions())
-    return _close(r, c)
+    f = CONSUMER.decode_value(CURRENT_ASSIGNMENT, value)
+    return CurrentAssignment(f["member_epoch"], f["previous_member_epoch"], f["state"],
+                             assignment_of(f["assigned_partitions"]),
+                             assignment_of(f["partitions_pending_revocation"]))
+

@@ -28,7 +28,7 @@ from .consumer_group import ConsumerGroup, ConsumerMember
 from .consumer_protocol import decode_assignment, decode_subscription, encode_assignment
 from .consumer_records import (
     GROUP_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA, ClassicMetadata, consumer_key,
-    encode_group_epoch, encode_partition_metadata, encode_target_member,
+    encode_assignment_epoch, encode_group_epoch, encode_partition_metadata, encode_target_member,
 )
 from .context import GroupContext
 from .effects import Effects
@@ -96,7 +96,7 @@ class GroupConversions:
         for m in group.members.values():
             fx.append(Record(gid, consumer_key(TARGET_MEMBER, gid, m.member_id),
                              encode_target_member(group.target[m.member_id])))
-        fx.append(Record(gid, consumer_key(TARGET_METADATA, gid), encode_group_epoch(group.assignment_epoch)))
+        fx.append(Record(gid, consumer_key(TARGET_METADATA, gid), encode_assignment_epoch(group.assignment_epoch)))
         for m in group.members.values():
             fx.append(assignment_record(gid, m))
             m.session_deadline_ms = fx.now_ms + session_timeout_of(m, self._config)

@@ -13,7 +13,7 @@ import logging
 from .consumer_group import ConsumerGroup, ConsumerMember, MemberState
 from .consumer_records import (
     GROUP_METADATA, MEMBER_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA,
-    ConsumerKey, decode_consumer_key, decode_current_assignment, decode_epoch, decode_member_metadata,
+    ConsumerKey, decode_assignment_epoch, decode_consumer_key, decode_current_assignment, decode_epoch, decode_member_metadata,
     decode_partition_metadata, decode_target_member,
 )
 from .context import GroupContext
@@ -158,7 +158,7 @@ class GroupLoader:
         elif k.record_type == PARTITION_METADATA:
             group.subscription_metadata = decode_partition_metadata(value) if value is not None else {}
         elif k.record_type == TARGET_METADATA:
-            group.assignment_epoch = decode_epoch(value) if value is not None else 0
+            group.assignment_epoch = decode_assignment_epoch(value) if value is not None else 0
         elif k.record_type == TARGET_MEMBER:
             if value is None:
                 group.target.pop(k.member_id, None)

@@ -25,8 +25,8 @@ from .share_group_records import (
     SHARE_CURRENT_ASSIGNMENT, SHARE_GROUP_METADATA, SHARE_MEMBER_METADATA, SHARE_PARTITION_METADATA,
     SHARE_TARGET_MEMBER, SHARE_TARGET_METADATA, STABLE, ShareCurrentAssignment, ShareKey, ShareMemberMetadata,
     decode_share_current_assignment, decode_share_group_epoch, decode_share_key, decode_share_member_metadata,
-    decode_share_partition_metadata, encode_share_current_assignment, encode_share_group_epoch,
-    encode_share_member_metadata, encode_share_partition_metadata, encode_share_target_member, share_key,
+    decode_share_partition_metadata, encode_share_assignment_epoch, encode_share_current_assignment,
+    encode_share_group_epoch, encode_share_member_metadata, encode_share_partition_metadata, encode_share_target_member, share_key,
 )
 
 logger = logging.getLogger("kwire.share")
@@ -65,7 +65,7 @@ def member_records(group, member, old_epoch: int, old_state: tuple | None) -> li
     if reassigned:
         records.append(Record(gid, share_key(SHARE_TARGET_MEMBER, gid, mid), encode_share_target_member(assigned)))
     if reassigned or group.epoch != old_epoch:
-        records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_group_epoch(group.epoch)))
+        records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_assignment_epoch(group.epoch)))
     if reassigned:
         records.append(Record(gid, share_key(SHARE_CURRENT_ASSIGNMENT, gid, mid), encode_share_current_assignment(
             ShareCurrentAssignment(member.epoch, member.previous_epoch, STABLE, assigned))))
@@ -78,7 +78,7 @@ def removal_records(group, member_id: str, old_epoch: int) -> list[Record]:
     records = [Record(gid, share_key(t, gid, member_id), None)
                for t in (SHARE_CURRENT_ASSIGNMENT, SHARE_TARGET_MEMBER, SHARE_MEMBER_METADATA)]
     records += group_records(group, old_epoch)
-    records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_group_epoch(group.epoch)))
+    records.append(Record(gid, share_key(SHARE_TARGET_METADATA, gid), encode_share_assignment_epoch(group.epoch)))
     return records
 
 
