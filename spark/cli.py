@@ -37,6 +37,10 @@ def parse_args(argv):
     p.add_argument("--kafka-jars", help="comma-separated local jars (spark-sql-kafka-0-10, its token provider, "
                    "kafka-clients, commons-pool2) or a folder holding them, e.g. ../shared/jars")
     p.add_argument("--partitions", type=int, default=2, help="partitions of the input topics")
+    p.add_argument("--spark-log-level", default="ERROR", type=str.upper,
+                   choices=["ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"],
+                   help="Spark's own log (default %(default)s: its warnings, such as a trigger "
+                        "falling behind, would bury the demo's output)")
     p.add_argument("--activity-topic", default="activity")
     p.add_argument("--logs-topic", default="service-logs")
     p.add_argument("--output-topic", default="page-views-per-minute")
@@ -161,7 +165,7 @@ def main(argv=None) -> int:
                                output_topic=args.output_topic)
         A.ensure_topics(bootstrap, {cfg.activity_topic: args.partitions,
                                     cfg.logs_topic: args.partitions, cfg.output_topic: 1})
-        spark = build_session("kwire-spark-demo", connector=connector)
+        spark = build_session("kwire-spark-demo", connector=connector, log_level=args.spark_log_level)
         print(f"Spark {spark.version}, source format({connector.fmt!r}); output in {cfg.out_dir}")
         if args.once:
             A.run_available_now(spark, cfg, timeout_s=max(args.duration, 60))

@@ -104,9 +104,9 @@ def choose_connector(source: str = "auto", kafka_packages: str | None = None,
 
 def build_session(app_name: str = "kwire-spark", master: str = "local[2]",
                   connector: KafkaConnector | None = None, shuffle_partitions: int = 2,
-                  conf: dict | None = None):
-    """A local SparkSession bound to 127.0.0.1, UI off, kwire's data source registered.
-    Raises RuntimeError when no JVM is available."""
+                  conf: dict | None = None, log_level: str = "WARN"):
+    """A local SparkSession bound to 127.0.0.1, UI off, kwire's data source registered, Spark's
+    own log at ``log_level``.  Raises RuntimeError when no JVM is available."""
     if not java_available():
         raise RuntimeError("PySpark needs Java 17+: install a JRE (Debian: "
                            "apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
@@ -124,7 +124,8 @@ def build_session(app_name: str = "kwire-spark", master: str = "local[2]",
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.log.level", log_level))      # from start-up on, not only once it is up
     if connector.packages:
         builder = builder.config("spark.jars.packages", connector.packages)
     if connector.jars:
@@ -132,6 +133,6 @@ def build_session(app_name: str = "kwire-spark", master: str = "local[2]",
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark

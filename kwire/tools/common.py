@@ -20,7 +20,7 @@ import argparse
 import contextlib
 import json
 import sys
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from kwire.admin.config_def import ConfigError
 from kwire.admin.properties import parse_properties
@@ -276,6 +276,24 @@ def kafka_style(argv: Sequence[str], actions: Mapping[str, str]) -> list[str]:
     return [actions[flags[0]], *argv]
 
 
+_COMMON_OPTIONS = ("--bootstrap-server", "--command-config", "--output")    # each takes a value
+
+
+def options_first(argv: Sequence[str], parser: argparse.ArgumentParser, commands: Collection[str]) -> list[str]:
+    """Kafka users type the connection options before the action (``kwire topics
+    --bootstrap-server H:P create ...``); the subcommands take them, so leading common options
+    move after the subcommand.  Options the tool itself takes before its subcommand stay; any
+    other start is returned unchanged for argparse to judge."""
+    argv, lead = list(argv), []
+    while argv and argv[0] not in commands:
+        name = argv[0].split("=", 1)[0]
+        if name not in _COMMON_OPTIONS or name in parser._option_string_actions:
+            return lead + argv
+        taken = 1 if "=" in argv[0] else 2
+        lead, argv = lead + argv[:taken], argv[taken:]
+    return [argv[0], *lead, *argv[1:]] if argv else lead
+
+
 def dispatch(argv: Sequence[str] | None, parser: argparse.ArgumentParser, actions: Mapping[str, str],
              commands: Mapping[str, Callable[[argparse.Namespace], int | None]]) -> int:
     """The ``main`` of a tool with subcommands: parse ``argv`` (default ``sys.argv[1:]``; Kafka's
@@ -283,7 +301,7 @@ def dispatch(argv: Sequence[str] | None, parser: argparse.ArgumentParser, action
     ``commands``.  Returns the exit code: 0 for ``--help``, 2 for argparse's usage errors."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = parser.parse_args(kafka_style(argv, actions))
+        args = parser.parse_args(options_first(kafka_style(argv, actions), parser, commands))
     except SystemExit as exc:
         return int(exc.code or 0)
     return run(commands[args.command], args)

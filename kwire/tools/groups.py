@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from kwire.tools.common import (ToolError, UsageError, add_common_arguments, client_config, emit, kafka_style,
-                     print_table, progress, run)
+                     options_first, print_table, progress, run)
 from kwire.tools.group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets, tp_name
 from kwire.tools.group_types import consumer_group_members, describe_share_offsets, group_types
 
@@ -543,7 +543,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``kwire groups ...``; returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(kafka_style(sys.argv[1:] if argv is None else argv, KAFKA_ACTIONS))
+        argv = kafka_style(sys.argv[1:] if argv is None else argv, KAFKA_ACTIONS)
+        args = parser.parse_args(options_first(argv, parser, COMMANDS))
     except SystemExit as exc:                 # --help (0) or bad arguments (2)
         return int(exc.code or 0)
     return run(_execute, args)

@@ -39,7 +39,8 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from kwire.tools.common import (DEFAULT_BOOTSTRAP, UsageError, add_common_arguments, client_config, emit,
-                     java_client_keywords, key_value_args, print_table, progress, read_properties_file, run)
+                     java_client_keywords, key_value_args, options_first, print_table, progress,
+                     read_properties_file, run)
 
 REPORTING_INTERVAL_MS = 5000
 MAX_LATENCY_SAMPLES = 500_000
@@ -556,7 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     2 bad arguments)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(options_first(argv, parser, COMMANDS))
     except SystemExit as exc:       # --help, or argparse's usage error (2)
         return int(exc.code or 0)
     return run(COMMANDS[args.command], args)

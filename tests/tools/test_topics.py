@@ -5,6 +5,7 @@ the tests check the printed tables, the JSON documents, the exit codes and Kafka
 """
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -189,6 +190,21 @@ def test_kafkas_spelling_and_python_dash_m(broker, capsys):
     done = subprocess.run([sys.executable, "-m", "kwire.tools.topics", "list", "--topic", topic,
                            "--bootstrap-server", broker.bootstrap], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, f"{topic}\n"), done.stderr
+
+
+@clients
+def test_the_connection_options_may_come_before_the_command(broker, capsys):
+    """Kafka users type ``--bootstrap-server`` first: ``kwire topics --bootstrap-server H:P create``."""
+    topic = name("options-first")
+    assert main(["--bootstrap-server", broker.bootstrap, "create", "--topic", topic, "--partitions", "3"]) == 0
+    capsys.readouterr()
+    assert main([f"--bootstrap-server={broker.bootstrap}", "--output", "json", "describe", "--topic", topic]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert [p["partition"] for p in described["topics"][0]["partitions"]] == [0, 1, 2]
+    done = subprocess.run([sys.executable, "-m", "kwire", "groups", "--bootstrap-server", broker.bootstrap, "list"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert main(["--bootstrap-server", broker.bootstrap, "--no-such-option", "list"]) == 2
 
 
 @pytest.mark.parametrize("pattern, names", [
