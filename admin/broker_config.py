@@ -324,6 +324,11 @@ class BrokerConfig:
     transaction_state_log_replication_factor: int = 3
     values: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     originals: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    # where ``originals`` came from (kwire.admin.dynamic_config): server.properties with its
+    # --override flags, and the dynamic configs of the cluster default and of this broker
+    static: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    dynamic_default: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    dynamic_broker: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     warnings: tuple[str, ...] = ()   # unknown keys: log at WARNING
     notes: tuple[str, ...] = ()      # known keys kwire accepts but ignores: log at INFO
 
@@ -403,6 +408,7 @@ def broker_config_from_properties(props: Mapping[str, str],
                                           ("log.flush.scheduler.interval.ms", 1)),
         values=types.MappingProxyType(values),
         originals=types.MappingProxyType(originals),
+        static=types.MappingProxyType(originals),
         warnings=tuple(warnings),
         notes=tuple(notes),
         **{field: values[name] for field, name in _SIMPLE_FIELDS.items()},

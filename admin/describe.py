@@ -1,12 +1,13 @@
 """DescribeConfigs results for topics and the broker, with Kafka's sources and synonyms.
 
 Each entry's synonyms run from highest to lowest precedence, the way Kafka
-lists them: the topic override (DYNAMIC_TOPIC_CONFIG), then the broker keys
-set in server.properties (STATIC_BROKER_CONFIG) in synonym order, then the
-broker keys that have a default (DEFAULT_CONFIG) in synonym order.  The
-entry's source is that of its first synonym, or DEFAULT_CONFIG if none.
-kwire has no dynamic broker config, so sources 2, 3 and 6 never appear and
-every broker entry is read-only.
+lists them: the topic override (DYNAMIC_TOPIC_CONFIG), then the broker keys set
+dynamically for this broker (DYNAMIC_BROKER_CONFIG) and for the cluster default
+(DYNAMIC_DEFAULT_BROKER_CONFIG), then those set in server.properties
+(STATIC_BROKER_CONFIG), then the broker keys that have a default (DEFAULT_CONFIG),
+each group in synonym order.  The entry's source is that of its first synonym, or
+DEFAULT_CONFIG if none.  A broker entry is read-only unless the key can change at
+runtime (``dynamic_config.DYNAMIC_KEYS``); broker loggers (source 6) have none.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import enum
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .broker_config import BROKER_KEYS, BROKER_SYNONYMS, BrokerConfig, ConfigType, format_value
+from .dynamic_config import is_dynamic
 from .topic_config import TOPIC_KEYS, topic_value
 
 
@@ -59,11 +61,14 @@ def _selected(all_names: Iterable[str], keys: Sequence[str] | None) -> list[str]
 def _broker_synonyms(broker: BrokerConfig, names: Iterable[str], *, hide: bool) -> list[ConfigSynonym]:
     names = list(names)
     found = []
-    for name in names:
-        if broker.is_set(name):
-            value = broker.value_of(name)
-            found.append(ConfigSynonym(name, None if hide else format_value(BROKER_KEYS[name].type, value),
-                                       int(ConfigSource.STATIC_BROKER_CONFIG)))
+    for layer, source in ((broker.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                          (broker.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                          (broker.static, ConfigSource.STATIC_BROKER_CONFIG)):
+        for name in names:
+            if name in layer:
+                key = BROKER_KEYS[name]
+                found.append(ConfigSynonym(name, None if hide else format_value(key.type, key.parse(layer[name])),
+                                           int(source)))
     for name in names:
         default = BROKER_KEYS[name].default
         if default is not None:
@@ -110,28 +115,38 @@ def _broker_value(broker: BrokerConfig, name: str) -> Any:
 
 def describe_broker(broker: BrokerConfig, keys: Sequence[str] | None, include_synonyms: bool,
                     include_documentation: bool, *, per_broker: bool = True) -> list[ConfigEntry]:
-    """Every broker config (or those named in ``keys``), read-only, passwords hidden.
+    """Every broker config (or those named in ``keys``), passwords hidden; read-only unless
+    the key can change at runtime.
 
     Keys the user set that kwire does not know are listed too, as Kafka does,
     with an unknown type and treated as sensitive.  ``per_broker=False`` is the
-    cluster-default resource (empty resource name): with no dynamic defaults
-    every entry then comes from DEFAULT_CONFIG with no synonyms.  Never raises.
+    cluster-default resource (empty resource name): as Kafka, only the dynamic
+    defaults set there (DYNAMIC_DEFAULT_BROKER_CONFIG).  Never raises.
     """
-    unknown = [name for name in broker.originals if name not in BROKER_KEYS]
+    if not per_broker:
+        return [_dynamic_default_entry(broker, name, include_synonyms, include_documentation)
+                for name in _selected(broker.dynamic_default, keys)]
+    unknown = [name for name in broker.static if name not in BROKER_KEYS]
     entries = []
     for name in _selected([*BROKER_KEYS, *unknown], keys):
         key = BROKER_KEYS.get(name)
         if key is None:
-            synonyms = [ConfigSynonym(name, None, int(ConfigSource.STATIC_BROKER_CONFIG))] if per_broker else []
+            synonyms = [ConfigSynonym(name, None, int(ConfigSource.STATIC_BROKER_CONFIG))]
             entries.append(_entry(name, None, synonyms, ConfigType.UNKNOWN, read_only=True, sensitive=True,
                                   include_synonyms=include_synonyms, doc=None))
             continue
         synonyms = _broker_synonyms(broker, BROKER_SYNONYMS.get(name, (name,)), hide=key.sensitive)
         while synonyms and synonyms[0].name != name:
             synonyms.pop(0)      # a higher-precedence key belongs to its own entry, not this one
-        if not per_broker:
-            synonyms = []
         entries.append(_entry(name, format_value(key.type, _broker_value(broker, name)), synonyms, key.type,
-                              read_only=True, sensitive=key.sensitive, include_synonyms=include_synonyms,
-                              doc=key.doc if include_documentation else None))
+                              read_only=not is_dynamic(name), sensitive=key.sensitive,
+                              include_synonyms=include_synonyms, doc=key.doc if include_documentation else None))
     return entries
+
+
+def _dynamic_default_entry(broker: BrokerConfig, name: str, include_synonyms: bool, docs: bool) -> ConfigEntry:
+    key = BROKER_KEYS[name]
+    value = format_value(key.type, key.parse(broker.dynamic_default[name]))
+    synonyms = [ConfigSynonym(name, None if key.sensitive else value, int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))]
+    return _entry(name, value, synonyms, key.type, read_only=False, sensitive=key.sensitive,
+                  include_synonyms=include_synonyms, doc=key.doc if docs else None)

@@ -254,16 +254,7 @@ def apply_incremental(current: Mapping[str, str],
     a null value with an op other than DELETE; KafkaApiError(INVALID_CONFIG)
     for an unknown key, APPEND/SUBTRACT on a non-list key, or an invalid result.
     """
-    ops = list(ops)
-    seen: set[str] = set()
-    for name, op, value in ops:
-        if name in seen:
-            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-        seen.add(name)
-        if op not in _OPS:
-            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op} for {name}")
-        if value is None and op != AlterOp.DELETE:
-            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+    ops = check_alter_ops(ops)
     result = dict(current)
     for name, op, value in ops:
         key = TOPIC_KEYS.get(name)
@@ -278,8 +269,25 @@ def apply_incremental(current: Mapping[str, str],
             if key.type is not ConfigType.LIST:
                 raise KafkaApiError(ErrorCode.INVALID_CONFIG,
                                     f"Can't {op.name} to key {name} because its type is not LIST.")
-            result[name] = _list_op(key, result.get(name), op, value)
+            result[name] = list_op(result.get(name, _static_default(key)), op, value)
     return validate_topic_configs(result)
+
+
+def check_alter_ops(ops: Iterable[tuple[str, int, str | None]]) -> list[tuple[str, int, str | None]]:
+    """IncrementalAlterConfigs operations ``(name, op, value)`` as a list, checked as Kafka does
+    before looking at any key: KafkaApiError(INVALID_REQUEST) for a repeated key, an unknown op
+    or a null value with an op other than DELETE."""
+    ops = list(ops)
+    seen: set[str] = set()
+    for name, op, value in ops:
+        if name in seen:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        seen.add(name)
+        if op not in _OPS:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op} for {name}")
+        if value is None and op != AlterOp.DELETE:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+    return ops
 
 
 def _static_default(key: TopicKey) -> str:
@@ -289,8 +297,9 @@ def _static_default(key: TopicKey) -> str:
     return format_value(key.type, key.default) or ""
 
 
-def _list_op(key: TopicKey, current: str | None, op: AlterOp, value: str) -> str:
-    parts = [p for p in (current if current is not None else _static_default(key)).split(",") if p]
+def list_op(current: str, op: AlterOp, value: str) -> str:
+    """APPEND (skipping items already there) or SUBTRACT the comma-separated ``value``."""
+    parts = [p for p in current.split(",") if p]
     for item in value.split(","):
         if op is AlterOp.APPEND and item not in parts:
             parts.append(item)

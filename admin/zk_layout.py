@@ -58,6 +58,8 @@ CONFIG_TOPICS = "/config/topics"
 # kwire's own: group configs (KIP-848/932; Kafka keeps them in KRaft's metadata log only),
 # one znode per group in the topic config layout
 CONFIG_GROUPS = "/config/groups"
+CONFIG_BROKERS = "/config/brokers"     # dynamic broker configs: <id>, and <default> for the cluster
+DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 ADMIN = "/admin"
@@ -100,6 +102,17 @@ def partition_state_path(topic: str, partition: int) -> str:
 def config_topic_path(topic: str) -> str:
     """``/config/topics/<t>``: the topic's config overrides."""
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def config_broker_path(entity: str) -> str:
+    """``/config/brokers/<id>`` (one broker's dynamic configs) or ``/config/brokers/<default>``
+    (the cluster default, entity ``""``), as ``encode_topic_config``."""
+    return f"{CONFIG_BROKERS}/{entity or DEFAULT_BROKER_ENTITY}"
+
+
+def broker_entity(child: str) -> str:
+    """The entity of a ``/config/brokers`` child: ``""`` for ``<default>``."""
+    return "" if child == DEFAULT_BROKER_ENTITY else child
 
 
 def config_group_path(group_id: str) -> str:

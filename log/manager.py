@@ -248,6 +248,13 @@ class LogManager:
         for plog in topic.partitions:
             plog.update_config(config)
 
+    def refresh_configs(self) -> None:
+        """Re-resolve every topic's LogConfig (the broker's defaults changed) and apply it live."""
+        for topic in self.topics.values():
+            config = self.config_for(topic.configs)
+            for plog in topic.partitions:
+                plog.update_config(config)
+
     def all_partitions(self):
         for topic in self.topics.values():
             for plog in topic.partitions:

@@ -221,6 +221,7 @@ class ClusterNode:
         return wrote
 
     async def _apply(self, snap) -> None:
+        self.broker.broker_configs.apply(snap.broker_configs)     # first: new topics take its defaults
         logs = self.broker.logs
         self.replicas.shutting_down = set(snap.shutting_down)
         self.replicas.live = set(snap.brokers)

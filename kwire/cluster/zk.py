@@ -83,6 +83,8 @@ class Snapshot:
     shutting_down: set[int]             # brokers in controlled shutdown
     preferred: list[tuple[str, int]] | None = None   # a pending /admin/preferred_replica_election
     group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)   # /config/groups
+    # /config/brokers: dynamic broker configs by entity ("" = the cluster default, "<id>")
+    broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
 
 class ZooKeeperClient:
@@ -242,15 +244,20 @@ class ZooKeeperClient:
         if c.exists(layout.PREFERRED_ELECTION, watch=self._watch):
             found = _result(c.get_async(layout.PREFERRED_ELECTION, watch=self._watch))
             preferred = layout.decode_preferred_election(found[0]) if found else None
-        group_configs = {}
-        if c.exists(layout.CONFIG_GROUPS):
-            groups = c.get_children(layout.CONFIG_GROUPS, watch=self._watch)
-            for group_id, res in [(g, c.get_async(layout.config_group_path(g), watch=self._watch)) for g in groups]:
+        return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred,
+                        self._read_configs(layout.CONFIG_GROUPS, str),
+                        self._read_configs(layout.CONFIG_BROKERS, layout.broker_entity))
+
+    def _read_configs(self, parent: str, entity: Callable[[str], str]) -> dict[str, dict[str, str]]:
+        """Every child of ``parent`` as config overrides by ``entity(child)``, watched."""
+        c, found = self.client, {}
+        if c.exists(parent, watch=self._watch):
+            children = c.get_children(parent, watch=self._watch)
+            for child, res in [(n, c.get_async(f"{parent}/{n}", watch=self._watch)) for n in children]:
                 data = _result(res)
                 if data is not None:
-                    group_configs[group_id] = layout.decode_topic_config(data[0])
-        return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred,
-                        group_configs)
+                    found[entity(child)] = layout.decode_topic_config(data[0])
+        return found
 
     def request_preferred_election(self, partitions: list[tuple[str, int]]) -> bool:
         """Kafka's ZooKeeper-era request to the controller; False if one is already pending."""
@@ -382,10 +389,27 @@ class ZooKeeperClient:
         """Write ``/config/topics/<t>`` with a ``/config/changes`` notification naming it, in one
         transaction, as Kafka's AdminZkClient.changeTopicConfig does (kwire's brokers watch the
         config znode itself; the notice is for Kafka's tools and brokers that read the changes)."""
-        path, data = layout.config_topic_path(name), layout.encode_topic_config(configs)
-        notice = layout.encode_config_change(f"topics/{name}")
-        for parent in (layout.CONFIG_TOPICS, layout.CONFIG_CHANGES):
-            self.client.ensure_path(parent)
+        self._set_config(layout.CONFIG_TOPICS, layout.config_topic_path(name), f"topics/{name}", configs)
+
+    def set_broker_config(self, entity: str, configs: dict[str, str]) -> None:
+        """``/config/brokers/<id>`` or ``/config/brokers/<default>`` (entity ``""``), with its
+        notice, as AdminZkClient.changeBrokerConfig."""
+        path = layout.config_broker_path(entity)
+        self._set_config(layout.CONFIG_BROKERS, path, f"brokers/{path.rsplit('/', 1)[1]}", configs)
+
+    def get_broker_config(self, entity: str) -> dict[str, str]:
+        """An entity's dynamic broker configs as ZooKeeper holds them now (after a sync)."""
+        path = layout.config_broker_path(entity)
+        self.client.sync(path)
+        try:
+            return layout.decode_topic_config(self.client.get(path)[0])
+        except NoNodeError:
+            return {}
+
+    def _set_config(self, parent: str, path: str, entity_path: str, configs: dict[str, str]) -> None:
+        data, notice = layout.encode_topic_config(configs), layout.encode_config_change(entity_path)
+        for znode in (parent, layout.CONFIG_CHANGES):
+            self.client.ensure_path(znode)
         for attempt in range(3):      # the znode created or deleted meanwhile: look again
             tx = self.client.transaction()
             if self.client.exists(path) is None:

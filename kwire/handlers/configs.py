@@ -3,7 +3,11 @@
 Topic configs are validated, persisted with the topic and applied live.  In a
 cluster they are written to ZooKeeper (/config/topics/<t>) and every broker
 applies them when it reconciles; the answer waits until this broker has.
-Broker configs are static (server.properties): described, never altered.
+Broker configs come from server.properties, and those that can change at runtime
+(``kwire.admin.dynamic_config``) also from AlterConfigs / IncrementalAlterConfigs on this
+broker's id or on the cluster default ``""`` (``kwire.services.broker_configs``: a file on
+one node, /config/brokers in a cluster); this broker applies them before answering.
+Broker loggers have no configs to alter.
 
 With an authorizer (Kafka's ConfigHelper and KafkaApis), each resource is checked before anything
 else about it: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the topic for a topic
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 from kwire.admin.acls import AclOperation
 from kwire.admin.describe import describe_broker, describe_topic
+from kwire.admin.dynamic_config import apply_incremental as apply_dynamic_incremental
 from kwire.admin.topic_config import apply_incremental, validate_topic_configs
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
@@ -106,10 +111,18 @@ async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
             else:
                 new = {c.name: c.value for c in r.configs if c.value is not None}
             await alter_topic(ctx, r.resource_name, new, validate_only)
-        elif r.resource_type in (BROKER, BROKER_LOGGER):
+        elif r.resource_type == BROKER:
             check_broker_name(ctx, r.resource_name)
-            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                "kwire broker configs are static: edit server.properties and restart")
+            service = ctx.broker.broker_configs
+            if incremental:
+                ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+                new = apply_dynamic_incremental(await service.current(r.resource_name), ops)
+            else:
+                new = {c.name: c.value for c in r.configs}
+            await service.alter(r.resource_name, new, validate_only)
+        elif r.resource_type == BROKER_LOGGER:
+            check_broker_name(ctx, r.resource_name)
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "kwire has no broker loggers to configure")
         elif r.resource_type == authz.GROUP_RESOURCE and incremental:     # kwire.services.group_configs
             await ctx.broker.shares.group_configs.alter(
                 r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs], True, validate_only)

@@ -27,6 +27,7 @@ from kwire.log.manager import LogManager
 
 from kwire.security.acl_store import AclService
 from kwire.runtime.blocking import run_blocking
+from kwire.services.broker_configs import BrokerConfigService, FileBrokerConfigStore
 from kwire.services.cleaner import CleanerService
 from kwire.runtime.clock import Clock, WallClock
 from kwire.services.fetch_sessions import FetchSessionCache
@@ -59,7 +60,8 @@ class Broker:
         self.config = config
         self.clock = clock or WallClock()
         self.node_id = config.node_id
-        self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(config, overrides),
+        # a topic's LogConfig: its overrides over the broker's defaults in force (dynamic ones too)
+        self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(self.config, overrides),
                                node_id=config.node_id, cluster_id=config.cluster_id)
         self.advertised: Endpoint | None = None          # the first listener's
         self.endpoints: dict[str, Endpoint] = {}          # advertised, by listener name
@@ -99,9 +101,11 @@ class Broker:
                                   FileGroupConfigStore(config.log_dirs[0]))
         self.acls = AclService(config, config.log_dirs[0])
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
+        self.broker_configs = BrokerConfigService(self, FileBrokerConfigStore(config.log_dirs[0]))
 
     def _build_cluster(self, config: BrokerConfig) -> None:
         from kwire.cluster.acl_store import ZkAclService
+        from kwire.cluster.broker_configs import ZkBrokerConfigStore
         from kwire.cluster.group_configs import ZkGroupConfigStore
         from kwire.cluster.node import ClusterNode   # kazoo is imported only in cluster mode
         from kwire.cluster.partitions import ReplicatedPartitions
@@ -118,6 +122,7 @@ class Broker:
         self.shares.attach_states(states, ZkGroupConfigStore(self.cluster.zk))
         self.shares.store = states.store       # served to the other brokers' persisters
         self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
+        self.broker_configs = BrokerConfigService(self, ZkBrokerConfigStore(self.cluster.zk))
         # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
         self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
                                     log_dir=config.log_dirs[0])
@@ -127,6 +132,7 @@ class Broker:
         return self.logs.cluster_id
 
     def open(self) -> None:
+        self.broker_configs.load()          # before the logs: their topic defaults may be dynamic
         self.logs.open(self.clock.now_ms())
         self.acls.load()
         self.scram.load()
@@ -134,6 +140,12 @@ class Broker:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
             self.transactions.load()
             self.shares.replay()
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Put ``config`` (new dynamic broker configs) in force: every partition re-reads the
+        broker's defaults of its topic configs; the rest reads ``self.config`` as it goes."""
+        self.config = config
+        self.logs.refresh_configs()
 
     def endpoint_for(self, listener: str) -> Endpoint:
         """The advertised endpoint of ``listener`` (the first listener's if it has none)."""

@@ -1,7 +1,7 @@
 """``kwire configs``: describe and alter topic and broker configs, as kafka-configs.sh does.
 
-    kwire configs describe --entity-type topics|brokers [--entity-name X] [--all]
-    kwire configs alter --entity-type topics|brokers --entity-name X
+    kwire configs describe --entity-type topics|brokers [--entity-name X | --entity-default] [--all]
+    kwire configs alter --entity-type topics|brokers --entity-name X | --entity-default
                         [--add-config k=v,k2=[v1,v2]] [--add-config-file F] [--delete-config k,k2]
 
 Kafka's spelling works too (``--describe``, ``--alter``, ``--topic X`` for ``--entity-type
@@ -11,14 +11,16 @@ topics --entity-name X``, ``--broker N``).  Every command takes ``--bootstrap-se
 ``describe`` lists the dynamic configs of each entity (a topic's overrides; a broker's dynamic
 configs) -- with ``--all`` every config, defaults included -- as a table of name, value,
 source, sensitive and read-only; ``--output json`` adds each config's synonyms.  Without
-``--entity-name`` it describes every topic, or every broker, of the cluster.
+``--entity-name`` it describes every topic, or every broker, of the cluster.  Brokers take
+``--entity-default`` (or ``--broker-defaults``) for the cluster-wide default every broker
+falls back to.
 
 ``alter`` is one IncrementalAlterConfigs: SET for each ``--add-config`` entry and DELETE for
 each ``--delete-config`` key.  ``--add-config`` follows kafka-configs.sh: entries separated by
 commas, a list value in square brackets (``cleanup.policy=[compact,delete]``); deleting a
 config that is not set is refused ("Invalid config(s): ..."), as Kafka's tool refuses it.
-kwire's own broker configs are static (server.properties), so altering a kwire broker is
-refused by the broker; other Kafka-compatible brokers may accept it.
+A broker applies its new dynamic configs at once; a key that cannot change at runtime is
+refused by the broker ("Cannot update these configs dynamically", as Kafka).
 """
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--entity-name", help="the topic name or broker id")
         p.add_argument("--topic", help="same as --entity-type topics --entity-name TOPIC")
         p.add_argument("--broker", help="same as --entity-type brokers --entity-name ID")
+        p.add_argument("--entity-default", "--broker-defaults", dest="entity_default", action="store_true",
+                       help="brokers: the cluster-wide default (Kafka's <default> entity)")
         if name == "describe":
             p.add_argument("--all", action="store_true", help="every config, defaults included")
         else:
@@ -74,6 +78,11 @@ def entity(args: argparse.Namespace) -> tuple[str, str | None]:
     if len(chosen) != 1:
         raise UsageError("name one entity type: --entity-type topics|brokers, --topic or --broker")
     kind, name = chosen[0]
+    if args.entity_default:
+        if kind != "brokers" or name is not None:
+            raise UsageError("--entity-default names the brokers' default: use it with --entity-type brokers "
+                             "and without --entity-name")
+        return kind, ""
     if kind == "brokers" and name is not None and not name.isdigit():
         raise UsageError(f"--entity-name {name!r}: a broker is named by its id (an integer)")
     return kind, name
@@ -104,6 +113,8 @@ def open_admin(args: argparse.Namespace):
 
 def entity_names(admin, kind: str, name: str | None) -> list[str]:
     """The entities to describe; ToolError for a topic or broker the cluster does not have."""
+    if kind == "brokers" and name == "":
+        return [name]                 # the cluster default
     if kind == "brokers":
         live = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
         if name is not None and int(name) not in live:
@@ -117,23 +128,43 @@ def entity_names(admin, kind: str, name: str | None) -> list[str]:
     return [name]
 
 
-def dynamic_source(kind: str) -> str:
+def dynamic_source(kind: str, name: str | None = None) -> str:
     """The config source kafka-configs.sh --describe shows without --all."""
-    return "DYNAMIC_TOPIC_CONFIG" if kind == "topics" else "DYNAMIC_BROKER_CONFIG"
+    if kind == "topics":
+        return "DYNAMIC_TOPIC_CONFIG"
+    return "DYNAMIC_DEFAULT_BROKER_CONFIG" if name == "" else "DYNAMIC_BROKER_CONFIG"
+
+
+def entity_title(kind: str, name: str) -> str:
+    return "the brokers' default" if (kind, name) == ("brokers", "") else f"{SINGULAR[kind]} {name}"
+
+
+def to_any_broker(admin, request):
+    """The answer to ``request`` from any broker.  kafka-python's admin sends a BROKER
+    resource to the broker its name numbers, so it refuses the cluster default's empty name,
+    which every broker serves (Kafka's admin sends it to any node): the request goes out through
+    the same admin client's connection manager, with its security settings and versions."""
+    return admin._manager.run(admin._manager.send, request)
+
+
+def describe_resources(admin, kind: str, names: list[str]) -> dict:
+    from kafka.admin import ConfigResource
+    resources = [ConfigResource(RESOURCE[kind], n) for n in names]
+    if names != [""]:
+        return admin.describe_configs(resources, include_synonyms=True, config_filter="all")
+    request = admin._describe_configs_request(resources, include_synonyms=True)
+    return admin._describe_configs_process_responses([to_any_broker(admin, request)], "all")
 
 
 def current_configs(admin, kind: str, names: list[str], everything: bool) -> dict[str, list[dict]]:
     """{name: [config entry]}, each entry name, value, source, sensitive, read_only, synonyms."""
-    from kafka.admin import ConfigResource
-    described = admin.describe_configs([ConfigResource(RESOURCE[kind], n) for n in names],
-                                       include_synonyms=True, config_filter="all")
-    by_name = described.get(RESOURCE[kind].lower(), {})
+    by_name = describe_resources(admin, kind, names).get(RESOURCE[kind].lower(), {})
     out = {}
     for n in names:
         out[n] = [{"name": key, "value": c["value"], "source": c["config_source"], "sensitive": c["is_sensitive"],
                    "read_only": c["read_only"], "synonyms": c.get("synonyms", [])}
                   for key, c in sorted(by_name.get(n, {}).items())
-                  if everything or c["config_source"] == dynamic_source(kind)]
+                  if everything or c["config_source"] == dynamic_source(kind, n)]
     return out
 
 
@@ -148,12 +179,12 @@ def describe(args: argparse.Namespace) -> None:
     which = "All" if args.all else "Dynamic"
     for n, entries in configs.items():
         if not entries:
-            print(f"No dynamic configs for {SINGULAR[kind]} {n} (--all lists every config).")
+            print(f"No dynamic configs for {entity_title(kind, n)} (--all lists every config).")
             continue
         print_table(["Name", "Value", "Source", "Sensitive", "ReadOnly"],
                     [[c["name"], "(sensitive)" if c["sensitive"] and c["value"] is None else c["value"],
                       c["source"], str(c["sensitive"]).lower(), str(c["read_only"]).lower()] for c in entries],
-                    title=f"{which} configs for {SINGULAR[kind]} {n}")
+                    title=f"{which} configs for {entity_title(kind, n)}")
 
 
 # -- alter ------------------------------------------------------------------------------------
@@ -176,8 +207,12 @@ def alter(args: argparse.Namespace) -> None:
                 raise ToolError(f"Invalid config(s): {','.join(missing)}")
         ops = {k: (AlterConfigOp.DELETE, None) for k in to_delete}
         ops.update({k: (AlterConfigOp.SET, v) for k, v in to_set.items()})
-        result = admin.alter_configs([ConfigResource(RESOURCE[kind], name, ops)],
-                                     raise_on_unknown=False, incremental=True)
+        resource = ConfigResource(RESOURCE[kind], name, ops)
+        if name == "":
+            request = admin._alter_configs_request([resource], incremental=True)
+            result = admin._alter_configs_process_responses(to_any_broker(admin, request).responses)
+        else:
+            result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
     outcome = result.get(RESOURCE[kind].lower(), {}).get(name, "OK")
     if outcome != "OK":
         # kafka-python's "[Error 40] InvalidConfigurationError: <the broker's message>"
@@ -186,7 +221,7 @@ def alter(args: argparse.Namespace) -> None:
     if args.output == "json":
         emit(args, {"entity_type": kind, "entity_name": name, "set": to_set, "deleted": to_delete}, [], [])
     else:
-        print(f"Completed updating config for {SINGULAR[kind]} {name}.")
+        print(f"Completed updating config for {entity_title(kind, name)}.")
 
 
 COMMANDS = {"describe": describe, "alter": alter}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kwire.admin.broker_config import BROKER_KEYS, broker_config_from_text
 from kwire.admin.describe import ConfigSource, ConfigSynonym, describe_broker, describe_topic
+from kwire.admin.dynamic_config import DYNAMIC_KEYS, with_dynamic
 from kwire.admin.topic_config import TOPIC_KEYS
 
 TOPIC, STATIC, DEFAULT = (int(ConfigSource.DYNAMIC_TOPIC_CONFIG), int(ConfigSource.STATIC_BROKER_CONFIG),
@@ -63,7 +64,9 @@ def test_broker_describe_read_only_and_sources():
     broker = broker_config_from_text("num.partitions=3\nlog.retention.minutes=10\n")
     entries = _by_name(describe_broker(broker, None, True, False))
     assert set(BROKER_KEYS) <= set(entries)
-    assert all(e.read_only for e in entries.values())
+    # read-only unless the key can change at runtime (dynamic broker configs)
+    assert all(e.read_only == (name not in DYNAMIC_KEYS) for name, e in entries.items())
+    assert entries["num.partitions"].read_only and not entries["log.retention.minutes"].read_only
     e = entries["num.partitions"]
     assert (e.value, e.source, e.config_type) == ("3", STATIC, 3)
     assert e.synonyms == [ConfigSynonym("num.partitions", "3", STATIC), ConfigSynonym("num.partitions", "1", DEFAULT)]
@@ -93,10 +96,20 @@ def test_broker_sensitive_and_unknown_keys_hide_values():
     assert "hunter2" not in repr(entries) and "abc" not in repr(entries)
 
 
-def test_broker_describe_cluster_default_resource():
+def test_broker_describe_cluster_default_resource_lists_only_its_dynamic_configs():
     broker = broker_config_from_text("num.partitions=3\n")
-    e = describe_broker(broker, ["num.partitions"], True, False, per_broker=False)[0]
-    assert (e.source, e.synonyms) == (DEFAULT, [])
+    assert describe_broker(broker, None, True, False, per_broker=False) == []
+    broker = with_dynamic(broker, {"log.retention.ms": "5000"}, {"log.retention.hours": "2"})
+    [e] = describe_broker(broker, None, True, False, per_broker=False)
+    dynamic_default = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert (e.name, e.value, e.source, e.read_only) == ("log.retention.ms", "5000", dynamic_default, False)
+    assert e.synonyms == [ConfigSynonym("log.retention.ms", "5000", dynamic_default)]
+    # this broker's entry: its own dynamic hours, the default's ms, both above the static layer
+    entries = _by_name(describe_broker(broker, ["log.retention.ms", "log.retention.hours"], True, False))
+    assert entries["log.retention.ms"].source == dynamic_default
+    assert entries["log.retention.hours"].synonyms[:1] == [
+        ConfigSynonym("log.retention.hours", "2", int(ConfigSource.DYNAMIC_BROKER_CONFIG))]
+    assert broker.log_retention_ms == 5000          # ms over hours, whichever layer set them
 
 
 def test_broker_documentation_only_when_asked():

@@ -152,7 +152,8 @@ def test_describe_broker_config(broker):
     configs = admin.describe_configs([res])[res].result(TIMEOUT)
     mmb = configs["message.max.bytes"]
     assert mmb.value == "1048588"
-    assert mmb.is_read_only
+    assert not mmb.is_read_only                      # a dynamic broker config
+    assert configs["log.dirs"].is_read_only
     assert mmb.source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["num.partitions"].value == "1"
     # the broker's own overrides are reported as static broker config

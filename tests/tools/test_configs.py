@@ -123,21 +123,42 @@ def test_alter_errors_print_the_reason_and_exit_1(broker, capsys):
 
 
 @clients
-def test_brokers_are_static_in_kwire(broker, capsys):
-    code, out, err = configs(broker, capsys, "describe", "--entity-type", "brokers", "--entity-name", "1")
-    assert (code, out) == (0, "No dynamic configs for broker 1 (--all lists every config).\n"), err
-    every = by_name(configs_json(broker, capsys, "describe", "--entity-type", "brokers", "--all"))
-    assert every["log.retention.hours"] == {"name": "log.retention.hours", "value": "100",
-                                            "source": "STATIC_BROKER_CONFIG", "sensitive": False, "read_only": True,
-                                            "synonyms": every["log.retention.hours"]["synonyms"]}
-    assert every["ssl.keystore.password"]["sensitive"] is True and every["ssl.keystore.password"]["value"] is None
-    code, out, err = configs(broker, capsys, "describe", "--broker", "1", "--all")
-    rows = {r["Name"]: r for r in tables(out)[0]["rows"]}
-    assert rows["ssl.keystore.password"]["Value"] == "(sensitive)"
-    code, _, err = configs(broker, capsys, "alter", "--broker", "1", "--add-config", "log.retention.ms=5")
-    assert (code, err.strip()) == (1, "kwire: kwire broker configs are static: edit server.properties and restart")
-    code, _, err = configs(broker, capsys, "describe", "--broker", "7")
-    assert (code, err.strip()) == (1, "kwire: Broker 7 is not a live broker of the cluster (live: 1)")
+def test_broker_configs_static_and_dynamic(capsys):
+    with kwire.testing.broker(log_retention_hours=100) as broker:      # its own: the alters stay here
+        code, out, err = configs(broker, capsys, "describe", "--entity-type", "brokers", "--entity-name", "1")
+        assert (code, out) == (0, "No dynamic configs for broker 1 (--all lists every config).\n"), err
+        every = by_name(configs_json(broker, capsys, "describe", "--entity-type", "brokers", "--all"))
+        assert every["log.retention.hours"] == {"name": "log.retention.hours", "value": "100",
+                                                "source": "STATIC_BROKER_CONFIG", "sensitive": False,
+                                                "read_only": False, "synonyms": every["log.retention.hours"]["synonyms"]}
+        assert every["log.dirs"]["read_only"] is True
+        assert every["ssl.keystore.password"]["sensitive"] is True and every["ssl.keystore.password"]["value"] is None
+        code, out, err = configs(broker, capsys, "describe", "--broker", "1", "--all")
+        rows = {r["Name"]: r for r in tables(out)[0]["rows"]}
+        assert rows["ssl.keystore.password"]["Value"] == "(sensitive)"
+        # a key that can change at runtime: in force at once, shown as this broker's dynamic config
+        code, out, err = configs(broker, capsys, "alter", "--broker", "1", "--add-config", "log.retention.hours=50")
+        assert (code, out) == (0, "Completed updating config for broker 1.\n"), err
+        code, out, err = configs(broker, capsys, "describe", "--broker", "1")
+        [row] = tables(out)[0]["rows"]
+        assert (row["Name"], row["Value"], row["Source"]) == ("log.retention.hours", "50", "DYNAMIC_BROKER_CONFIG")
+        code, _, err = configs(broker, capsys, "alter", "--broker", "1", "--add-config", "log.dirs=/elsewhere")
+        assert (code, err.strip()) == (1, "kwire: Cannot update these configs dynamically: Set(log.dirs)")
+        # the cluster-wide default (kafka-configs --entity-default), which every broker falls back to
+        code, out, err = configs(broker, capsys, "alter", "--entity-type", "brokers", "--entity-default",
+                                 "--add-config", "message.max.bytes=3000")
+        assert (code, out) == (0, "Completed updating config for the brokers' default.\n"), err
+        code, out, err = configs(broker, capsys, "describe", "--entity-type", "brokers", "--entity-default")
+        [row] = tables(out)[0]["rows"]
+        assert (row["Name"], row["Value"], row["Source"]) == ("message.max.bytes", "3000",
+                                                               "DYNAMIC_DEFAULT_BROKER_CONFIG"), out
+        every = by_name(configs_json(broker, capsys, "describe", "--broker", "1", "--all"))
+        assert (every["message.max.bytes"]["value"], every["message.max.bytes"]["source"]) == \
+            ("3000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        code, _, err = configs(broker, capsys, "describe", "--entity-default", "--topic", "t")
+        assert code == 2 and "--entity-default" in err
+        code, _, err = configs(broker, capsys, "describe", "--broker", "7")
+        assert (code, err.strip()) == (1, "kwire: Broker 7 is not a live broker of the cluster (live: 1)")
 
 
 @clients

@@ -1,0 +1,116 @@
+"""Dynamic broker configs: set with AlterConfigs / IncrementalAlterConfigs on a BROKER
+resource and applied without a restart, as Kafka's ``DynamicBrokerConfig``.
+
+Two entities hold them: one broker (resource name its id) and the cluster-wide default
+(resource name ``""``, Kafka's ``<default>``).  In force, per key: this broker's dynamic
+value, else the cluster default's, else server.properties (with ``--override``), else the
+key's default (Kafka's DYNAMIC_BROKER_CONFIG > DYNAMIC_DEFAULT_BROKER_CONFIG >
+STATIC_BROKER_CONFIG > DEFAULT_CONFIG); the synonym rules (``log.retention.ms`` over
+``.minutes`` over ``.hours``) then apply to the merged keys, as in Kafka.
+
+Which keys may change at runtime: the broker defaults of topic configs (Kafka's
+``DynamicLogConfig``: ``log.retention.*``, ``log.segment.bytes``, ``log.roll.*``,
+``log.cleanup.policy``, ``message.max.bytes``, ``min.insync.replicas``,
+``compression.type``, the ``log.cleaner.*`` topic defaults, ...), which every partition
+re-reads when they change, and ``max.connections``, read as each connection opens.  Any
+other known key is refused with Kafka's error (INVALID_REQUEST, "Cannot update these configs
+dynamically"); an unknown key or a bad value is INVALID_CONFIG.
+
+Pure: where the values are stored is ``kwire.services.broker_configs``'s concern.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import types
+from typing import Iterable, Mapping
+
+from kwire.codecs.errors import ErrorCode, KafkaApiError
+
+from .broker_config import BROKER_KEYS, BrokerConfig, ConfigError, ConfigType, broker_config_from_properties
+from .topic_config import TOPIC_KEYS, AlterOp, check_alter_ops, list_op
+
+logger = logging.getLogger("kwire.config")
+
+DEFAULT_ENTITY = ""            # the cluster-wide default (ZooKeeper: /config/brokers/<default>)
+# the broker keys behind a topic config's default, except the message format (as Kafka)
+_LOG_KEYS = frozenset(s for key in TOPIC_KEYS.values() for s, _ in key.synonyms) - {"log.message.format.version"}
+DYNAMIC_KEYS: frozenset[str] = frozenset(k for k in _LOG_KEYS | {"max.connections"} if k in BROKER_KEYS)
+
+
+def is_dynamic(name: str) -> bool:
+    return name in DYNAMIC_KEYS
+
+
+def validate_update(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """The dynamic configs of one entity after an alter, checked: returns them as strings.
+    Raises KafkaApiError: INVALID_REQUEST for a known key that cannot change at runtime (all
+    of them named, as Kafka), INVALID_CONFIG for an unknown key or a value its type refuses."""
+    unknown = sorted(n for n in configs if n not in BROKER_KEYS)
+    if unknown:
+        raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config(s): {', '.join(unknown)}")
+    static = sorted(n for n in configs if n not in DYNAMIC_KEYS)
+    if static:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                            f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    result = {}
+    for name, raw in configs.items():
+        if raw is None:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+        try:
+            BROKER_KEYS[name].parse(raw)
+        except ConfigError as exc:
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        result[name] = str(raw).strip()
+    return result
+
+
+def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:
+    """IncrementalAlterConfigs on one entity's dynamic configs (SET=0, DELETE=1, APPEND=2,
+    SUBTRACT=3; a list operation starts from the entity's value, else the key's default).  Raises
+    KafkaApiError."""
+    result = dict(current)
+    for name, op, value in check_alter_ops(ops):
+        op = AlterOp(op)
+        if op is AlterOp.DELETE:
+            result.pop(name, None)
+        elif op is AlterOp.SET:
+            result[name] = value
+        else:
+            key = BROKER_KEYS.get(name)
+            if key is None or key.type is not ConfigType.LIST:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                    f"Can't {op.name} to key {name} because its type is not LIST.")
+            result[name] = list_op(result.get(name, ",".join(key.default or ())), op, value)
+    return validate_update(result)
+
+
+def with_dynamic(config: BrokerConfig, default: Mapping[str, str], own: Mapping[str, str]) -> BrokerConfig:
+    """``config`` (its static part) with the dynamic configs of the cluster default and of this
+    broker in force.  A stored value that no longer parses, or a key that cannot change at
+    runtime, is left out with a warning: a bad znode must not stop a broker."""
+    default, own = _usable(default, "the cluster default"), _usable(own, f"broker {config.node_id}")
+    resolved = broker_config_from_properties(config.static, {**default, **own})
+    return dataclasses.replace(resolved, static=config.static, dynamic_default=types.MappingProxyType(default),
+                               dynamic_broker=types.MappingProxyType(own))
+
+
+def _usable(configs: Mapping[str, str], entity: str) -> dict[str, str]:
+    usable = {}
+    for name, raw in configs.items():
+        try:
+            validate_update({name: raw})
+        except KafkaApiError as exc:
+            logger.warning("ignoring the dynamic config %s=%s of %s: %s", name, raw, entity, exc.message)
+            continue
+        usable[name] = raw
+    return usable
+
+
+def source_of(config: BrokerConfig, name: str) -> str | None:
+    """Which layer set ``name``: "broker", "default", "static" or None (the key's default)."""
+    if name in config.dynamic_broker:
+        return "broker"
+    if name in config.dynamic_default:
+        return "default"
+    return "static" if name in config.static else None
