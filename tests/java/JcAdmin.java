@@ -43,7 +43,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * Prints one JSON line per check (see JcOut): describeCluster, createTopics, describeTopics,
  * listOffsets (earliest, latest, forTimestamp, maxTimestamp), deleteRecords, createPartitions,
- * describeConfigs / incrementalAlterConfigs, then the group calls (listConsumerGroups,
+ * describeConfigs / incrementalAlterConfigs, dynamic broker configs (the cluster default and the
+ * broker's own), then the group calls (listConsumerGroups,
  * describeConsumerGroups, listConsumerGroupOffsets, deleteConsumerGroups) around a consumer
  * of its own that subscribes and commits; "done" last.
  *
@@ -155,6 +156,7 @@ public final class JcAdmin {
                                                            "max_message_bytes", entry(c2.get("max.message.bytes"))),
                                  "invalid", invalid);
             });
+            JcOut.run("brokerConfigs", () -> brokerConfigs(admin));
             groups(admin, bootstrap, tsTopic, group);
         }
         JcOut.emit(JcOut.map("check", "done", "ok", true));
@@ -187,6 +189,34 @@ public final class JcAdmin {
         ListOffsetsResultInfo i = admin.listOffsets(Map.of(tp, spec)).partitionResult(tp).get();
         return JcOut.map("offset", i.offset(), "timestamp", i.timestamp(),
                          "leader_epoch", i.leaderEpoch().orElse(null));
+    }
+
+    /** Dynamic broker configs: the cluster default ("") and this broker's own, then removed again
+     *  (harmless values: the other checks share the broker). */
+    static Map<String, Object> brokerConfigs(Admin admin) throws Exception {
+        String id = String.valueOf(admin.describeCluster().nodes().get().iterator().next().id());
+        ConfigResource own = new ConfigResource(ConfigResource.Type.BROKER, id);
+        ConfigResource dflt = new ConfigResource(ConfigResource.Type.BROKER, "");
+        admin.incrementalAlterConfigs(Map.of(
+                dflt, List.of(new AlterConfigOp(new ConfigEntry("message.max.bytes", "1048600"), AlterConfigOp.OpType.SET)),
+                own, List.of(new AlterConfigOp(new ConfigEntry("max.connections", "5000"), AlterConfigOp.OpType.SET))
+        )).all().get();
+        Config b = admin.describeConfigs(List.of(own)).all().get().get(own);
+        Config d = admin.describeConfigs(List.of(dflt)).all().get().get(dflt);
+        String refused = JcOut.thrown(() -> admin.incrementalAlterConfigs(Map.of(own, List.of(
+                new AlterConfigOp(new ConfigEntry("log.dirs", "/elsewhere"), AlterConfigOp.OpType.SET)))).all().get());
+        admin.incrementalAlterConfigs(Map.of(
+                dflt, List.of(new AlterConfigOp(new ConfigEntry("message.max.bytes", ""), AlterConfigOp.OpType.DELETE)),
+                own, List.of(new AlterConfigOp(new ConfigEntry("max.connections", ""), AlterConfigOp.OpType.DELETE))
+        )).all().get();
+        Config after = admin.describeConfigs(List.of(own)).all().get().get(own);
+        return JcOut.map("message_max_bytes", entry(b.get("message.max.bytes")),
+                         "max_connections", entry(b.get("max.connections")),
+                         "default_entries", d.entries().size(),
+                         "default_message_max_bytes", entry(d.get("message.max.bytes")),
+                         "refused", refused,
+                         "after", JcOut.map("message_max_bytes", entry(after.get("message.max.bytes")),
+                                            "max_connections", entry(after.get("max.connections"))));
     }
 
     static Map<String, Object> entry(ConfigEntry e) {

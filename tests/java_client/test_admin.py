@@ -89,6 +89,20 @@ def test_incremental_alter_configs_sets_deletes_and_validates(admin):
     assert r["invalid"] == "InvalidConfigurationException"
 
 
+def test_dynamic_broker_configs_of_the_cluster_default_and_of_the_broker(admin):
+    r = admin["brokerConfigs"]
+    assert r["message_max_bytes"] == {"value": "1048600", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                                      "default": False, "read_only": False}
+    assert r["max_connections"] == {"value": "5000", "source": "DYNAMIC_BROKER_CONFIG", "default": False,
+                                    "read_only": False}
+    assert r["default_entries"] == 1
+    assert r["default_message_max_bytes"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    assert r["refused"] == "InvalidRequestException"
+    assert (r["after"]["message_max_bytes"]["value"], r["after"]["message_max_bytes"]["source"]) == \
+        ("1048588", "DEFAULT_CONFIG")
+    assert r["after"]["max_connections"]["source"] == "DEFAULT_CONFIG"
+
+
 def test_consumer_group_calls_while_a_member_is_active(admin):
     assert admin["group_consume"]["records"] == 7               # offsets 3..9 after deleteRecords
     listed = admin["listConsumerGroups_active"]
