@@ -12,7 +12,8 @@ Which keys may change at runtime: the broker defaults of topic configs (Kafka's
 ``DynamicLogConfig``: ``log.retention.*``, ``log.segment.bytes``, ``log.roll.*``,
 ``log.cleanup.policy``, ``message.max.bytes``, ``min.insync.replicas``,
 ``compression.type``, the ``log.cleaner.*`` topic defaults, ...), which every partition
-re-reads when they change, and ``max.connections``, read as each connection opens.  Any
+re-reads when they change; the cleaner's threads, back-off, dedupe buffer and I/O rate
+(``kwire.services.cleaner``); and ``max.connections``, read as each connection opens.  Any
 other known key is refused with Kafka's error (INVALID_REQUEST, "Cannot update these configs
 dynamically"); an unknown key or a bad value is INVALID_CONFIG.
 
@@ -35,7 +36,11 @@ logger = logging.getLogger("kwire.config")
 DEFAULT_ENTITY = ""            # the cluster-wide default (ZooKeeper: /config/brokers/<default>)
 # the broker keys behind a topic config's default, except the message format (as Kafka)
 _LOG_KEYS = frozenset(s for key in TOPIC_KEYS.values() for s, _ in key.synonyms) - {"log.message.format.version"}
-DYNAMIC_KEYS: frozenset[str] = frozenset(k for k in _LOG_KEYS | {"max.connections"} if k in BROKER_KEYS)
+# the cleaner's (Kafka's LogCleaner.ReconfigurableConfigs that kwire uses)
+_CLEANER_KEYS = {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+                 "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"}
+DYNAMIC_KEYS: frozenset[str] = frozenset(k for k in _LOG_KEYS | _CLEANER_KEYS | {"max.connections"}
+                                         if k in BROKER_KEYS)
 
 
 def is_dynamic(name: str) -> bool:

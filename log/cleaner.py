@@ -172,6 +172,12 @@ class Throttler:
         self._start = time.monotonic()
         self._done = 0.0
 
+    def set_rate(self, bytes_per_second: float) -> None:
+        """A new rate, from the next call on (the window restarts)."""
+        with self._lock:
+            self.rate = bytes_per_second
+            self._start, self._done = time.monotonic(), 0.0
+
     def __call__(self, n: int) -> None:
         if self.rate >= 1e300:
             return

@@ -146,6 +146,7 @@ class Broker:
         broker's defaults of its topic configs; the rest reads ``self.config`` as it goes."""
         self.config = config
         self.logs.refresh_configs()
+        self.cleaner.reconfigure(config)
 
     def endpoint_for(self, listener: str) -> Endpoint:
         """The advertised endpoint of ``listener`` (the first listener's if it has none)."""

@@ -13,6 +13,10 @@ size`` (times ``log.cleaner.io.buffer.load.factor``), so each map holds at
 most that / threads / MAP_ENTRY_BYTES keys.  I/O: every thread's reads and
 writes share one ``log.cleaner.io.max.bytes.per.second`` throttle.
 
+``reconfigure`` takes new values of all of these (dynamic broker configs, as Kafka's
+LogCleaner): more threads start at once, fewer end as their current clean ends; the rest
+apply from the next clean or wait.
+
 A log whose clean fails (damaged batches, a full disk) is logged and left
 alone for ten back-offs; its partition keeps serving.  At shutdown the
 threads are told to stop and abandoned: whatever state their files are in is
@@ -42,32 +46,56 @@ class CleanerService:
         self.logs = logs
         self.clock = clock
         self.enabled = bool(config.value_of("log.cleaner.enable"))
-        self.threads = int(config.value_of("log.cleaner.threads"))
-        self.backoff_s = config.value_of("log.cleaner.backoff.ms") / 1000
-        usable = config.value_of("log.cleaner.dedupe.buffer.size") * config.value_of(
-            "log.cleaner.io.buffer.load.factor")
-        self.max_entries = max(1, int(usable / max(1, self.threads) / cleaner.MAP_ENTRY_BYTES))
         self.throttle = Throttler(config.value_of("log.cleaner.io.max.bytes.per.second"))
+        self._limits(config)
+        self._nursery: trio.Nursery | None = None
+        self._running = 0                            # loop tasks started and not yet ended
         self._checkpoints: dict[str, int | None] = {}
         self._busy: set[str] = set()
         self._resting: dict[str, float] = {}       # path -> monotonic time it may be tried again
         self._wake = trio.Event()
         self.cleans = 0                              # completed cleans (tests and benches read it)
 
+    def _limits(self, config) -> None:
+        self.threads = int(config.value_of("log.cleaner.threads"))
+        self.backoff_s = config.value_of("log.cleaner.backoff.ms") / 1000
+        usable = config.value_of("log.cleaner.dedupe.buffer.size") * config.value_of(
+            "log.cleaner.io.buffer.load.factor")
+        self.max_entries = max(1, int(usable / max(1, self.threads) / cleaner.MAP_ENTRY_BYTES))
+        self.throttle.set_rate(config.value_of("log.cleaner.io.max.bytes.per.second"))
+
+    def reconfigure(self, config) -> None:
+        """New ``log.cleaner.*`` values in force (``log.cleaner.enable`` needs a restart, as Kafka)."""
+        self._limits(config)
+        self._start_loops()
+        self.wake()
+
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        if not self.enabled or self.threads <= 0:
+        if not self.enabled:
             return
         async with trio.open_nursery() as nursery:
-            for i in range(self.threads):
-                nursery.start_soon(self._loop, i)
+            self._nursery = nursery
+            self._start_loops()
+            await trio.sleep_forever()
+
+    def _start_loops(self) -> None:
+        while self._nursery is not None and self._running < self.threads:
+            self._nursery.start_soon(self._loop, self._running)
+            self._running += 1
 
     def wake(self) -> None:
         """Look for work now (a topic's configuration changed, a test wants it)."""
         self._wake.set()
 
     async def _loop(self, index: int) -> None:
-        while True:
+        try:
+            await self._work(index)
+        finally:
+            self._running -= 1
+
+    async def _work(self, index: int) -> None:
+        while index < self.threads:       # fewer threads now: the highest-numbered ones end
             job = await self._pick()
             if job is None:
                 with trio.move_on_after(self.backoff_s):

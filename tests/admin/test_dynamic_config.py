@@ -14,7 +14,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def test_the_broker_defaults_of_topic_configs_and_max_connections_may_change():
     assert {"log.retention.ms", "log.retention.hours", "log.segment.bytes", "message.max.bytes",
             "min.insync.replicas", "log.cleanup.policy", "log.cleaner.delete.retention.ms",
-            "max.connections"} <= DYNAMIC_KEYS
+            "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second", "max.connections"} <= DYNAMIC_KEYS
     assert not {"log.dirs", "listeners", "broker.id", "zookeeper.connect", "num.partitions"} & DYNAMIC_KEYS
 
 

@@ -354,6 +354,24 @@ def test_a_small_dedupe_buffer_and_two_throttled_cleaner_threads_still_keep_only
 
 # ---- 2. tombstones ----
 
+def test_cleaner_threads_set_on_the_running_broker_start_cleaning():
+    """log.cleaner.threads=0 at start-up: nothing is cleaned; a dynamic broker config of one
+    thread (IncrementalAlterConfigs on the broker, no restart) starts the cleaner."""
+    with kwire.testing.broker(properties={"log.cleaner.threads": 0, "log.cleaner.backoff.ms": 100}) as b:
+        topic = create_topic(b.bootstrap, topic_name(), **COMPACT)
+        acked = Acked()
+        for rnd in range(3):
+            produce(b.bootstrap, topic, [key_value("k", i, f"r{rnd}") for i in range(20)], acked)
+        fill(b.bootstrap, topic, acked)
+        time.sleep(1)                               # ten back-offs: a running cleaner would have cleaned
+        assert len(read_confluent(b.bootstrap, topic)) == len(acked) == 80
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("log.cleaner.threads", "1", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        wait_read_back(b.bootstrap, topic, acked.latest(), what="the latest value of each key")
+
+
 def test_tombstones_remove_keys_and_go_after_delete_retention_ms(cleaner_broker):
     bootstrap = cleaner_broker.bootstrap
     gone = create_topic(bootstrap, topic_name("tomb0"), **COMPACT, **{"delete.retention.ms": 0})
