@@ -113,13 +113,12 @@ async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
             await alter_topic(ctx, r.resource_name, new, validate_only)
         elif r.resource_type == BROKER:
             check_broker_name(ctx, r.resource_name)
-            service = ctx.broker.broker_configs
             if incremental:
                 ops = [(c.name, c.config_operation, c.value) for c in r.configs]
-                new = apply_dynamic_incremental(await service.current(r.resource_name), ops)
+                change = lambda current: apply_dynamic_incremental(current, ops)      # noqa: E731
             else:
-                new = {c.name: c.value for c in r.configs}
-            await service.alter(r.resource_name, new, validate_only)
+                change = lambda _current: {c.name: c.value for c in r.configs}      # noqa: E731
+            await ctx.broker.broker_configs.alter(r.resource_name, change, validate_only)
         elif r.resource_type == BROKER_LOGGER:
             check_broker_name(ctx, r.resource_name)
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, "kwire has no broker loggers to configure")

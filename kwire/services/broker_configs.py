@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Callable, Mapping, Protocol, runtime_checkable
+
+import trio
 
 from kwire.admin.dynamic_config import validate_update, with_dynamic
 from kwire.log.checkpoints import write_atomically
@@ -74,22 +76,23 @@ class BrokerConfigService:
         self.broker = broker
         self.store = store
         self._applied: tuple[dict, dict] = ({}, {})      # (cluster default, this broker) in force
+        self._lock = trio.Lock()       # one alter at a time: each reads, changes and writes an entity
 
     def load(self) -> None:
         self.apply(self.store.load())
 
-    async def current(self, entity: str) -> dict[str, str]:
-        return await self.store.read(entity)
-
-    async def alter(self, entity: str, configs: Mapping[str, str | None], validate_only: bool) -> None:
-        """Make ``configs`` the dynamic configs of ``entity`` (``""`` or this broker's id) and
-        apply them here; raises KafkaApiError for a key that cannot change or a bad value."""
-        checked = validate_update(configs)
-        if validate_only:
-            return
-        await self.store.save(entity, checked)
-        own = str(self.broker.node_id)
-        self.apply({"": await self.store.read(""), own: await self.store.read(own)})
+    async def alter(self, entity: str, change: Callable[[dict[str, str]], Mapping[str, str | None]],
+                    validate_only: bool) -> None:
+        """Make ``change(current configs)`` the dynamic configs of ``entity`` (``""`` or this
+        broker's id) and apply them here; raises KafkaApiError for a key that cannot change or
+        a bad value (``change`` may raise it too)."""
+        async with self._lock:
+            checked = validate_update(change(await self.store.read(entity)))
+            if validate_only:
+                return
+            await self.store.save(entity, checked)
+            own = str(self.broker.node_id)
+            self.apply({"": await self.store.read(""), own: await self.store.read(own)})
 
     def apply(self, entities: Mapping[str, Mapping[str, str]]) -> None:
         """Put the cluster default's and this broker's configs of ``entities`` in force (a
