@@ -126,14 +126,12 @@ def describe_broker(broker: BrokerConfig, keys: Sequence[str] | None, include_sy
     if not per_broker:
         return [_dynamic_default_entry(broker, name, include_synonyms, include_documentation)
                 for name in _selected(broker.dynamic_default, keys)]
-    unknown = [name for name in broker.static if name not in BROKER_KEYS]
+    unknown = [name for name in (*broker.static, *broker.dynamic_broker) if name not in BROKER_KEYS]
     entries = []
     for name in _selected([*BROKER_KEYS, *unknown], keys):
         key = BROKER_KEYS.get(name)
         if key is None:
-            synonyms = [ConfigSynonym(name, None, int(ConfigSource.STATIC_BROKER_CONFIG))]
-            entries.append(_entry(name, None, synonyms, ConfigType.UNKNOWN, read_only=True, sensitive=True,
-                                  include_synonyms=include_synonyms, doc=None))
+            entries.append(_unlisted_entry(broker, name, include_synonyms))
             continue
         synonyms = _broker_synonyms(broker, BROKER_SYNONYMS.get(name, (name,)), hide=key.sensitive)
         while synonyms and synonyms[0].name != name:
@@ -142,6 +140,20 @@ def describe_broker(broker: BrokerConfig, keys: Sequence[str] | None, include_sy
                               read_only=not is_dynamic(name), sensitive=key.sensitive,
                               include_synonyms=include_synonyms, doc=key.doc if include_documentation else None))
     return entries
+
+
+def _unlisted_entry(broker: BrokerConfig, name: str, include_synonyms: bool) -> ConfigEntry:
+    """A key outside kwire's table: a listener's TLS store set dynamically (shown, but not
+    its passwords), or a key server.properties sets that kwire does not know (hidden)."""
+    if name in broker.dynamic_broker:
+        sensitive = "password" in name
+        value = None if sensitive else broker.dynamic_broker[name]
+        synonyms = [ConfigSynonym(name, value, int(ConfigSource.DYNAMIC_BROKER_CONFIG))]
+        return _entry(name, value, synonyms, ConfigType.PASSWORD if sensitive else ConfigType.STRING,
+                      read_only=False, sensitive=sensitive, include_synonyms=include_synonyms, doc=None)
+    synonyms = [ConfigSynonym(name, None, int(ConfigSource.STATIC_BROKER_CONFIG))]
+    return _entry(name, None, synonyms, ConfigType.UNKNOWN, read_only=not is_dynamic(name), sensitive=True,
+                  include_synonyms=include_synonyms, doc=None)
 
 
 def _dynamic_default_entry(broker: BrokerConfig, name: str, include_synonyms: bool, docs: bool) -> ConfigEntry:

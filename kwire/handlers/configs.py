@@ -115,7 +115,7 @@ async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
             check_broker_name(ctx, r.resource_name)
             if incremental:
                 ops = [(c.name, c.config_operation, c.value) for c in r.configs]
-                change = lambda current: apply_dynamic_incremental(current, ops)      # noqa: E731
+                change = lambda current: apply_dynamic_incremental(current, ops, r.resource_name != "")  # noqa: E731
             else:
                 change = lambda _current: {c.name: c.value for c in r.configs}      # noqa: E731
             await ctx.broker.broker_configs.alter(r.resource_name, change, validate_only)

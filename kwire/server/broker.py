@@ -20,12 +20,13 @@ import logging
 
 import trio
 
-from kwire.admin.broker_config import BrokerConfig
+from kwire.admin.broker_config import BrokerConfig, ConfigError
 from kwire.admin.topic_config import effective_log_config
 from kwire.codecs.errors import KafkaApiError
 from kwire.log.manager import LogManager
 
 from kwire.security.acl_store import AclService
+from kwire.security.listeners import ListenerContext, listener_context
 from kwire.runtime.blocking import run_blocking
 from kwire.services.broker_configs import BrokerConfigService, FileBrokerConfigStore
 from kwire.services.cleaner import CleanerService
@@ -64,6 +65,7 @@ class Broker:
         self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(self.config, overrides),
                                node_id=config.node_id, cluster_id=config.cluster_id)
         self.advertised: Endpoint | None = None          # the first listener's
+        self.listener_contexts: dict[str, ListenerContext] = {}   # by name: TLS, SASL (as bound)
         self.endpoints: dict[str, Endpoint] = {}          # advertised, by listener name
         # parked fetches: consumers' read up to the high watermark, followers' to the log end
         self._fetch_waiters: dict[tuple[str, int], set[trio.Event]] = {}
@@ -143,10 +145,27 @@ class Broker:
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Put ``config`` (new dynamic broker configs) in force: every partition re-reads the
-        broker's defaults of its topic configs; the rest reads ``self.config`` as it goes."""
+        broker's defaults of its topic configs, the cleaner its limits, each TLS listener its
+        stores (for the connections it accepts from now on); the rest reads ``self.config`` as
+        it goes."""
         self.config = config
         self.logs.refresh_configs()
         self.cleaner.reconfigure(config)
+        try:
+            self.listener_contexts.update(self.tls_contexts(config))
+        except ConfigError as exc:          # checked before an alter was kept: a file changed since
+            logger.error("TLS listeners keep the key and trust stores they had: %s", exc)
+
+    def tls_contexts(self, config: BrokerConfig) -> dict[str, ListenerContext]:
+        """The contexts of the bound TLS listeners as ``config`` has them.  Reads the stores;
+        raises ConfigError naming the key."""
+        scram = getattr(self.scram, "store", None)
+        return {listener.name: listener_context(config, listener, scram) for listener in config.listeners
+                if listener.name in self.listener_contexts and self.listener_contexts[listener.name].tls}
+
+    def check_listeners(self, config: BrokerConfig) -> None:
+        """Raises ConfigError if a TLS listener cannot load its stores under ``config``."""
+        self.tls_contexts(config)
 
     def endpoint_for(self, listener: str) -> Endpoint:
         """The advertised endpoint of ``listener`` (the first listener's if it has none)."""

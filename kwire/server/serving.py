@@ -70,6 +70,12 @@ async def handle_connection(broker: Broker, stream: trio.SocketStream,
 
 
 
+async def handle_on_listener(broker: Broker, limits: ConnectionLimits, name: str, stream: trio.SocketStream) -> None:
+    """``handle_connection`` with the listener's context as it is now (dynamic broker configs
+    may have given a TLS listener new stores since it was bound)."""
+    await handle_connection(broker, stream, limits, broker.listener_contexts[name])
+
+
 async def bind_listeners(broker: Broker, host: str, port: int) -> list[tuple[ListenerContext, list]]:
     """Bind every listener and fill ``broker.endpoints`` (the advertised endpoint of each, by
     name) and ``broker.advertised`` (the first's); the first listener binds ``host:port``
@@ -79,7 +85,7 @@ async def bind_listeners(broker: Broker, host: str, port: int) -> list[tuple[Lis
     bound = []
     for i, listener in enumerate(config.listeners):
         scram = getattr(getattr(broker, "scram", None), "store", None)   # kwire.security.scram_store
-        context = listener_context(config, listener, scram)
+        context = broker.listener_contexts[listener.name] = listener_context(config, listener, scram)
         sockets = await trio.open_tcp_listeners(port if i == 0 else listener.port,
                                                 host=(host if i == 0 else listener.host) or None)
         bound_host, bound_port = sockets[0].socket.getsockname()[:2]
@@ -119,7 +125,7 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
                 await nursery.start(broker.cluster.run)
             for context, sockets in bound:
                 await nursery.start(functools.partial(
-                    serve_listeners, functools.partial(handle_connection, broker, limits=limits, listener=context),
+                    serve_listeners, functools.partial(handle_on_listener, broker, limits, context.name),
                     sockets, handler_nursery=nursery, open_connections=lambda: broker.connections))
             await nursery.start(broker.run_housekeeping)
             await nursery.start(broker.cleaner.run)

@@ -21,7 +21,9 @@ from typing import Callable, Mapping, Protocol, runtime_checkable
 
 import trio
 
+from kwire.admin.broker_config import ConfigError
 from kwire.admin.dynamic_config import validate_update, with_dynamic
+from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.log.checkpoints import write_atomically
 from kwire.runtime.blocking import run_blocking
 
@@ -87,18 +89,24 @@ class BrokerConfigService:
         broker's id) and apply them here; raises KafkaApiError for a key that cannot change or
         a bad value (``change`` may raise it too)."""
         async with self._lock:
-            checked = validate_update(change(await self.store.read(entity)))
+            checked = validate_update(change(await self.store.read(entity)), per_broker=entity != "")
+            own = str(self.broker.node_id)
+            layers = {"": await self.store.read(""), own: await self.store.read(own), entity: checked}
+            try:        # a listener's new stores must load before they are kept (Kafka's SslFactory check)
+                self.broker.check_listeners(with_dynamic(self.broker.config, layers[""], layers[own]))
+            except ConfigError as exc:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
                 return
             await self.store.save(entity, checked)
-            own = str(self.broker.node_id)
-            self.apply({"": await self.store.read(""), own: await self.store.read(own)})
+            self.apply(layers, reload=True)
 
-    def apply(self, entities: Mapping[str, Mapping[str, str]]) -> None:
+    def apply(self, entities: Mapping[str, Mapping[str, str]], reload: bool = False) -> None:
         """Put the cluster default's and this broker's configs of ``entities`` in force (a
-        no-op when they have not changed)."""
+        no-op when they have not changed, unless ``reload``: an alter reads the listeners'
+        store files again even when their names are the same)."""
         layers = (dict(entities.get("", {})), dict(entities.get(str(self.broker.node_id), {})))
-        if layers == self._applied:
+        if layers == self._applied and not reload:
             return
         self._applied = layers
         self.broker.reconfigure(with_dynamic(self.broker.config, *layers))
