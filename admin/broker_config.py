@@ -74,8 +74,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               at_least(0)),
     ConfigKey("replica.socket.timeout.ms", T.INT, 30000, "Socket timeout of follower fetches.",
               at_least(1)),
-    ConfigKey("num.replica.fetchers", T.INT, 1, "Fetcher tasks per source broker (kwire runs one per "
-              "source broker whatever the value).", at_least(1)),
+    ConfigKey("num.replica.fetchers", T.INT, 1, "Fetchers per source broker, each with its own "
+              "connection; a partition goes to Utils.abs(31 * topic.hashCode() + partition) % n.",
+              at_least(1)),
     ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True,
               "Move leadership back to the preferred replica when the imbalance is too high."),
     ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,

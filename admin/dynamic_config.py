@@ -13,7 +13,9 @@ Which keys may change at runtime: the broker defaults of topic configs (Kafka's
 ``log.cleanup.policy``, ``message.max.bytes``, ``min.insync.replicas``,
 ``compression.type``, the ``log.cleaner.*`` topic defaults, ...), which every partition
 re-reads when they change; the cleaner's threads, back-off, dedupe buffer and I/O rate
-(``kwire.services.cleaner``); ``max.connections``, read as each connection opens; and, on
+(``kwire.services.cleaner``); ``max.connections``, read as each connection opens;
+``num.replica.fetchers``, which the cluster applies at its next reconciliation (the alter's
+own ZooKeeper write brings one); and, on
 one broker only (Kafka's rule for security configs), a TLS listener's key and trust stores
 named with its listener prefix (``listener.name.<l>.ssl.keystore.location`` and the rest of
 ``LISTENER_SSL_KEYS``): certificate rotation, for the connections made from then on.  Setting
@@ -44,8 +46,8 @@ _LOG_KEYS = frozenset(s for key in TOPIC_KEYS.values() for s, _ in key.synonyms)
 # the cleaner's (Kafka's LogCleaner.ReconfigurableConfigs that kwire uses)
 _CLEANER_KEYS = {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
                  "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"}
-DYNAMIC_KEYS: frozenset[str] = frozenset(k for k in _LOG_KEYS | _CLEANER_KEYS | {"max.connections"}
-                                         if k in BROKER_KEYS)
+DYNAMIC_KEYS: frozenset[str] = frozenset(
+    k for k in _LOG_KEYS | _CLEANER_KEYS | {"max.connections", "num.replica.fetchers"} if k in BROKER_KEYS)
 
 
 # what a TLS listener takes at runtime, behind its prefix: listener.name.<listener>.<key>

@@ -61,12 +61,19 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 
 
 def java_string_hash(text: str) -> int:
-    """``Utils.abs(text.hashCode())``."""
+    """``text.hashCode()`` with its sign bit cleared.  (Kafka's ``Utils.abs`` is ``Math.abs``,
+    which differs for a negative hash: kwire's groups and transactional ids have always been
+    placed by this one, and moving them needs a migration of the partitions they are in.)"""
+    return java_hash_code(text) & 0x7FFFFFFF
+
+
+def java_hash_code(text: str) -> int:
+    """Java's ``String.hashCode()`` (over UTF-16), as a signed 32-bit int."""
     h = 0
     data = text.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h & 0x7FFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
 
 
 # The same group and transactional ids come back on every request, and the loop above costs

@@ -38,6 +38,7 @@ from typing import Awaitable, Callable
 import trio
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.groups.coordinator import java_hash_code
 
 from kwire.runtime.blocking import run_blocking
 from kwire.transport.peer import PeerConnection, PeerError
@@ -71,17 +72,26 @@ class FollowState:
     refused: bool = False          # the leader refused this follower (logged once)
 
 
+def fetcher_id(tp: TopicPartition, fetchers: int) -> int:
+    """Which of ``fetchers`` (``num.replica.fetchers``) fetches ``tp`` from its leader: Kafka's
+    ``AbstractFetcherManager.getFetcherId``, ``Utils.abs(31 * topic.hashCode() + partition) % n``."""
+    n = (31 * java_hash_code(tp[0]) + tp[1]) & 0xFFFFFFFF
+    n = n - (1 << 32) if n & 0x80000000 else n
+    return (0 if n == -(1 << 31) else abs(n)) % max(1, fetchers)
+
+
 class ReplicaFetcher:
     """Copies the partitions led by ``source_id`` into this broker's logs."""
 
     def __init__(self, node_id: int, source_id: int,
                  connect: Callable[[int, str, float], Awaitable[PeerConnection]], config, clock,
-                 lock: Callable[[TopicPartition], trio.Lock]):
+                 lock: Callable[[TopicPartition], trio.Lock], fetcher: int = 0):
         """``connect(broker_id, client_id, timeout_s)`` opens a connection or raises PeerError;
         ``lock(tp)`` is the partition's role lock (kwire.cluster.replication.ReplicaManager.lock)."""
         self.lock = lock
         self.node_id = node_id
         self.source_id = source_id
+        self.client_id = f"broker-{node_id}-fetcher-{fetcher}"     # Kafka's fetcher threads' name
         self.connect = connect
         self.clock = clock
         self.wait_ms = config.value_of("replica.fetch.wait.max.ms")
@@ -116,7 +126,7 @@ class ReplicaFetcher:
                         await self._changed.wait()
                     continue
                 try:
-                    conn = await self.connect(self.source_id, f"kwire-replica-{self.node_id}", self.timeout_s)
+                    conn = await self.connect(self.source_id, self.client_id, self.timeout_s)
                 except PeerError as exc:
                     logger.log(exc.log_level, "fetcher from broker %d: %s", self.source_id, exc)
                     await trio.sleep(self.backoff_s)

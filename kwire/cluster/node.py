@@ -37,7 +37,7 @@ from kwire.groups.internal_topics import INTERNAL_TOPICS, InternalTopic
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.runtime import blocking
-from kwire.cluster.fetcher import ReplicaFetcher
+from kwire.cluster.fetcher import ReplicaFetcher, fetcher_id
 from kwire.transport.peer import PeerConnection, PeerError
 from kwire.security.peer import PeerConnector
 from kwire.cluster.replication import IsrWriteUnknown, ReplicaManager
@@ -64,7 +64,7 @@ class ClusterNode:
         self.replicas = ReplicaManager(self.node_id, config, broker.clock, broker.notify_appended,
                                        broker.notify_committed, self._write_isr)
         self.peers = PeerConnector.from_config(config)     # ConfigError: a bad store or login
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}   # by (leader, fetcher id)
         self.snapshot = None
         self.controller: Controller | None = None
         self.controller_epoch_version = -1
@@ -231,7 +231,7 @@ class ClusterNode:
                 await self._drop_topic(name)
         for name, meta in snap.topics.items():
             await self._materialize(name, meta, snap.configs.get(name, {}))
-        wanted_fetch: dict[int, set] = {}
+        wanted_fetch: dict[tuple[int, int], set] = {}
         for (name, p), state in snap.states.items():
             topic = logs.get(name)
             if topic is None or p >= len(topic.partitions):
@@ -268,14 +268,21 @@ class ClusterNode:
         plog.leader_epoch = state.leader_epoch
         if state.leader < 0:
             return
-        fetcher = self.fetchers.get(state.leader)
+        # num.replica.fetchers fetchers per leader; a partition moved to another one (the leader
+        # or the number changed) is forgotten by the one it leaves first: its in-flight answer
+        # is then dropped, and the new fetcher starts by truncating, as a new follower does.
+        key = (state.leader, fetcher_id(tp, self.broker.config.value_of("num.replica.fetchers")))
+        for other, fetcher in self.fetchers.items():
+            if other != key:
+                fetcher.forget(tp)
+        fetcher = self.fetchers.get(key)
         if fetcher is None:
-            fetcher = self.fetchers[state.leader] = ReplicaFetcher(
+            fetcher = self.fetchers[key] = ReplicaFetcher(
                 self.node_id, state.leader, self.open_peer, self.broker.config, self.broker.clock,
-                self.replicas.lock)
+                self.replicas.lock, fetcher=key[1])
             self._nursery.start_soon(fetcher.run)
         fetcher.follow(tp, plog, state.leader_epoch)
-        wanted_fetch.setdefault(state.leader, set()).add(tp)
+        wanted_fetch.setdefault(key, set()).add(tp)
 
     async def _materialize(self, name: str, meta, configs: dict[str, str]) -> None:
         logs = self.broker.logs

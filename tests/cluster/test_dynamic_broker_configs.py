@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
@@ -13,6 +14,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from kazoo.client import KazooClient
 
+from kwire.cluster.fetcher import fetcher_id
 from kwire.testing.cluster import send_request
 from tests.support.counting import (join_producer, produce_in_background, read_all, tally, wait_acknowledged,
                                     wait_for, wait_full_isrs)
@@ -93,3 +95,25 @@ def test_a_default_and_a_per_broker_value_reach_every_broker_live_and_after_a_re
     join_producer(thread)
     counts = tally(acked, read_all(cluster.bootstrap, "sized", 3, sum(map(len, acked.values()))))
     assert counts["acknowledged"] == 6000 and counts["lost"] == 0 and counts["duplicates"] == 0, counts
+
+
+def test_num_replica_fetchers_raised_on_the_running_cluster_spreads_partitions_over_fetchers(cluster_factory):
+    """Each fetcher has its own connection and Kafka's client id (broker-<id>-fetcher-<n>), so the
+    leader's request log shows which run; acks=all writes keep working across the change."""
+    cluster = cluster_factory(3, properties={"log.request.debug": "true"})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("spread", num_partitions=12, replica_assignment=[[1, 2, 3]] * 12)])["spread"].result(30)
+    wait_full_isrs(cluster.zookeeper.connect, "spread")
+    fetchers_of_2 = lambda: set(re.findall(r"client_id='broker-2-fetcher-(\d+)'", cluster.broker(1).log_text()))
+    assert fetchers_of_2() == {"0"}
+    thread, acked = produce_in_background("confluent", cluster.bootstrap, "spread", 4000, partitions=12,
+                                          pause_every=200)
+    wait_acknowledged(thread, acked, 300)
+    set_default(cluster.broker(3).bootstrap, "num.replica.fetchers", "3")
+    expected = {str(fetcher_id(("spread", p), 3)) for p in range(12)}
+    assert len(expected) == 3
+    wait_for(lambda: fetchers_of_2() == expected, 20, f"broker 2 fetching with fetchers {expected}")
+    join_producer(thread)
+    wait_full_isrs(cluster.zookeeper.connect, "spread")
+    counts = tally(acked, read_all(cluster.bootstrap, "spread", 12, 4000))
+    assert counts["acknowledged"] == 4000 and counts["lost"] == 0 and counts["duplicates"] == 0, counts
