@@ -11,7 +11,8 @@ topics --entity-name X``, ``--broker N``).  Every command takes ``--bootstrap-se
 ``describe`` lists the dynamic configs of each entity (a topic's overrides; a broker's dynamic
 configs) -- with ``--all`` every config, defaults included -- as a table of name, value,
 source, sensitive and read-only; ``--output json`` adds each config's synonyms.  Without
-``--entity-name`` it describes every topic, or every broker, of the cluster.  Brokers take
+``--entity-name`` it describes every topic, or every broker of the cluster and the brokers'
+default.  Brokers take
 ``--entity-default`` (or ``--broker-defaults``) for the cluster-wide default every broker
 falls back to.
 
@@ -120,7 +121,7 @@ def entity_names(admin, kind: str, name: str | None) -> list[str]:
         if name is not None and int(name) not in live:
             raise ToolError(f"Broker {name} is not a live broker of the cluster "
                             f"(live: {','.join(map(str, live))})")
-        return [name] if name is not None else [str(b) for b in live]
+        return [name] if name is not None else [str(b) for b in live] + [""]    # and the default, as Kafka
     if name is None:
         return sorted(admin.list_topics())
     [topic] = admin.describe_topics([name])
@@ -148,12 +149,16 @@ def to_any_broker(admin, request):
 
 
 def describe_resources(admin, kind: str, names: list[str]) -> dict:
+    """{resource type: {name: {config: entry}}} of the named resources (``""``: the brokers' default)."""
     from kafka.admin import ConfigResource
-    resources = [ConfigResource(RESOURCE[kind], n) for n in names]
-    if names != [""]:
-        return admin.describe_configs(resources, include_synonyms=True, config_filter="all")
-    request = admin._describe_configs_request(resources, include_synonyms=True)
-    return admin._describe_configs_process_responses([to_any_broker(admin, request)], "all")
+    named = [ConfigResource(RESOURCE[kind], n) for n in names if n != ""]
+    found = admin.describe_configs(named, include_synonyms=True, config_filter="all") if named else {}
+    if "" in names:
+        request = admin._describe_configs_request([ConfigResource(RESOURCE[kind], "")], include_synonyms=True)
+        default = admin._describe_configs_process_responses([to_any_broker(admin, request)], "all")
+        for resource_type, by_name in default.items():
+            found.setdefault(resource_type, {}).update(by_name)
+    return found
 
 
 def current_configs(admin, kind: str, names: list[str], everything: bool) -> dict[str, list[dict]]:

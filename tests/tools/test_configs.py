@@ -127,7 +127,9 @@ def test_broker_configs_static_and_dynamic(capsys):
     with kwire.testing.broker(log_retention_hours=100) as broker:      # its own: the alters stay here
         code, out, err = configs(broker, capsys, "describe", "--entity-type", "brokers", "--entity-name", "1")
         assert (code, out) == (0, "No dynamic configs for broker 1 (--all lists every config).\n"), err
-        every = by_name(configs_json(broker, capsys, "describe", "--entity-type", "brokers", "--all"))
+        document = configs_json(broker, capsys, "describe", "--entity-type", "brokers", "--all")
+        assert [e["name"] for e in document["entities"]] == ["1", ""]     # every broker, then the default
+        every = {c["name"]: c for c in document["entities"][0]["configs"]}
         assert every["log.retention.hours"] == {"name": "log.retention.hours", "value": "100",
                                                 "source": "STATIC_BROKER_CONFIG", "sensitive": False,
                                                 "read_only": False, "synonyms": every["log.retention.hours"]["synonyms"]}
