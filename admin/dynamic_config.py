@@ -140,11 +140,3 @@ def _usable(configs: Mapping[str, str], entity: str, per_broker: bool) -> dict[s
         usable[name] = raw
     return usable
 
-
-def source_of(config: BrokerConfig, name: str) -> str | None:
-    """Which layer set ``name``: "broker", "default", "static" or None (the key's default)."""
-    if name in config.dynamic_broker:
-        return "broker"
-    if name in config.dynamic_default:
-        return "default"
-    return "static" if name in config.static else None

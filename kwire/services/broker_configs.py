@@ -108,7 +108,13 @@ class BrokerConfigService:
         layers = (dict(entities.get("", {})), dict(entities.get(str(self.broker.node_id), {})))
         if layers == self._applied and not reload:
             return
+        try:
+            config = with_dynamic(self.broker.config, *layers)
+        except ConfigError as exc:      # together with server.properties they do not make a config
+            logger.error("dynamic broker configs not applied (cluster default %s, broker %d %s): %s",
+                         layers[0], self.broker.node_id, layers[1], exc)
+            return
         self._applied = layers
-        self.broker.reconfigure(with_dynamic(self.broker.config, *layers))
+        self.broker.reconfigure(config)
         logger.info("dynamic broker configs in force: cluster default %s, broker %d %s",
                     layers[0] or "{}", self.broker.node_id, layers[1] or "{}")
