@@ -272,7 +272,11 @@ def test_compressed_records_cross_clients(broker, producer, consumer, codec):
 
     batches = stored_batches(broker.bootstrap, topic)
     assert batches, "nothing stored"
-    assert {b.compression_type for b in batches} == {CODECS[codec]}, "the broker keeps the producer's codec"
+    stored = {b.compression_type for b in batches}
+    # librdkafka (confluent-kafka, kcat) sends a batch uncompressed when compressing would not make
+    # it smaller, which a batch cut short by timing can be: only the producer's codec, or none
+    allowed = {CODECS[codec], 0} if producer in ("confluent", "kcat") else {CODECS[codec]}
+    assert CODECS[codec] in stored and stored <= allowed, f"the broker keeps the producer's codec: {stored}"
 
     got = CONSUMERS[consumer](broker.bootstrap, topic, N)
     assert [g[0] for g in got] == list(range(N))
