@@ -11,17 +11,15 @@ this VM backs free memory lazily).  Prints, per measurement, the leader's and ea
 follower's CPU (from /proc) per request and the request rate; no pass/fail.
 
 Its use: comparing two versions of kwire on the replicated produce path, where throughput
-benchmarks are too noisy on two cores.  Run it from the tree to measure; for an older tree,
-put that tree's packages first on the path of this interpreter and of the brokers it starts
-(they inherit the environment).  Alternate which version goes first and compare medians:
+benchmarks are too noisy on two cores.  Run it from the tree to measure; for an older tree
+(one with ``kwire.testing.cluster``), put that tree's packages first on the path of this
+interpreter and of the brokers it starts (they inherit the environment).  Alternate which version goes first and compare medians:
 on this VM the same code varies by ±20 % between runs.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import socket
-import struct
 import sys
 import threading
 import time
@@ -36,11 +34,9 @@ from kafka.protocol.producer import ProduceRequest  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from host_memory import warm  # noqa: E402
+from request_cost import _round_trips as round_trips  # noqa: E402  (one connection's request loop)
 
-try:
-    from kwire.testing.cluster import ClusterProcess, recv_exactly  # noqa: E402
-except ImportError:        # a tree from before kwire/ had subpackages (session 16)
-    from kwire.testing_cluster import ClusterProcess, recv_exactly  # noqa: E402
+from kwire.testing.cluster import ClusterProcess  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:
@@ -60,22 +56,14 @@ def produce_frame(topic: str, acks: int, records: int = 10, size: int = 100) -> 
     return bytes(request.encode(header=True, framed=True))
 
 
-def round_trips(address: tuple[str, int], frame: bytes, count: int) -> None:
-    with socket.create_connection(address, timeout=20) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for _ in range(count):
-            sock.sendall(frame)
-            recv_exactly(sock, struct.unpack(">i", recv_exactly(sock, 4))[0])
-
-
 def measure(cluster, topic: str, acks: int, requests: int, connections: int) -> tuple[list[float], float]:
     """(µs of CPU per request for brokers 1, 2, 3; requests per second)."""
     host, port = cluster.broker(1).bootstrap.rsplit(":", 1)
     address, frame = (host, int(port)), produce_frame(topic, acks)
-    round_trips(address, frame, 300)                   # connection set-up, first-call costs
+    round_trips(address, 300, frame)                   # connection set-up, first-call costs
     pids = [cluster.broker(i).pid for i in (1, 2, 3)]
     before, started = [cpu_seconds(p) for p in pids], time.monotonic()
-    threads = [threading.Thread(target=round_trips, args=(address, frame, requests // connections))
+    threads = [threading.Thread(target=round_trips, args=(address, requests // connections, frame))
                for _ in range(connections)]
     for t in threads:
         t.start()
