@@ -185,7 +185,10 @@ def raw_fetch(address: str, replica_id: int, topic: str, fetch_offset: int, lead
 
 
 def test_a_follower_fetch_is_validated_before_it_moves_the_high_watermark(cluster_factory):
-    cluster = cluster_factory(3, properties={"replica.lag.time.max.ms": 60000})
+    # the paused follower's session outlasts the test: once it expires the controller drops
+    # the follower from the ISR, and the leader alone rightly commits everything
+    cluster = cluster_factory(3, properties={"replica.lag.time.max.ms": 60000,
+                                             "zookeeper.session.timeout.ms": 30000})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("checked", num_partitions=1, replica_assignment=[[1, 2]])])["checked"].result(30)
     wait_for(lambda: partition_states(cluster.zookeeper.connect, "checked")[0]["isr"] == [1, 2], 30,
