@@ -45,6 +45,7 @@ from typing import Callable, Iterable, Iterator
 from kwire.codecs.errors import ErrorCode
 
 from .assignment import assign_replicas  # noqa: F401  (part of the controller's API)
+from .reassignment import ReplicaAssignment, completion, misplaced
 from .zk_layout import NEW_ZNODE, NO_LEADER, PartitionState
 
 TopicPartition = tuple[str, int]
@@ -79,6 +80,8 @@ class ClusterView:
     assignments: dict[str, dict[int, tuple[int, ...]]]   # topic -> partition -> replicas (first = preferred)
     states: dict[TopicPartition, PartitionState]
     shutting_down: set[int] = field(default_factory=set)
+    # partitions with a reassignment in progress (KIP-455); ``assignments`` holds their full RS
+    reassigning: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
 
     def eligible(self) -> set[int]:
         """Brokers that may become leader or join an ISR by election: live, not shutting down."""
@@ -205,6 +208,35 @@ class Controller:
             if tp not in view.states and (w := self._initialise(view, tp, replicas)) is not None:
                 writes.append(w)
         return writes
+
+    # -- partition reassignment (kwire.admin.reassignment) ---------------------------------
+    def on_reassignments(self, view: ClusterView, skip: set[TopicPartition] = frozenset()
+                         ) -> tuple[list[StateWrite], dict[str, tuple[dict[int, ReplicaAssignment], list[StateWrite]]]]:
+        """Reassignments whose target replicas are all in the ISR complete: per topic, the
+        partitions' new assignments (RS = TRS) with the state writes that go in the same
+        transaction (a target replica leads, the ISR loses the removed ones).  Separately, the
+        states whose leader or ISR is outside the replica set (a cancelled reassignment dropped
+        a replica being added) are set right.  Partitions in ``skip`` (written by another
+        decision in this round) wait for the next."""
+        eligible = view.eligible()
+        fixes: list[StateWrite] = []
+        completed: dict[str, tuple[dict[int, ReplicaAssignment], list[StateWrite]]] = {}
+        for tp, replicas in view.partitions():
+            if tp in skip:
+                continue
+            state = view.states.get(tp)
+            moving = view.reassigning.get(tp)
+            if moving is not None:
+                done = completion(moving, state, eligible)
+                if done is not None:
+                    changes, writes = completed.setdefault(tp[0], ({}, []))
+                    changes[tp[1]] = ReplicaAssignment(moving.target)
+                    writes.append(self._write(view, tp, *done))
+                continue
+            fix = misplaced(replicas, state, eligible)
+            if fix is not None:
+                fixes.append(self._write(view, tp, *fix))
+        return fixes, completed
 
     # -- controlled shutdown --------------------------------------------------------------
     def controlled_shutdown(self, view: ClusterView, broker_id: int) -> list[StateWrite]:

@@ -22,6 +22,8 @@ UTF-8 JSON, compact as Kafka's Jackson writes it (key order is irrelevant):
 /config/changes/config_change_<n>   {"version":2,"entity_path":"topics/<t>"}
 /admin/delete_topics/<t>            (empty)
 /admin/preferred_replica_election   {"version":1,"partitions":[{"topic":"t","partition":0}]}
+/admin/reassign_partitions          {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],
+                                     "log_dirs":["any","any"]}]}
 /isr_change_notification/isr_change_<n>   same shape as the preferred replica election
 /cluster/id                         {"version":"1","id":"<cluster id>"}
 /latest_producer_id_block           {"version":1,"broker":1,"block_start":"0","block_end":"999"}
@@ -65,6 +67,7 @@ CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 ADMIN = "/admin"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
@@ -475,6 +478,27 @@ def encode_preferred_election(partitions: Iterable[tuple[str, int]]) -> bytes:
 def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
     """Raises ZnodeFormatError."""
     return _decode_partition_list(data, "preferred replica election")
+
+
+def encode_reassign_partitions(targets: dict[tuple[str, int], Iterable[int]]) -> bytes:
+    """``/admin/reassign_partitions``, as kafka-reassign-partitions.sh (ZooKeeper era) writes it."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(list(r))}
+        for (t, p), r in targets.items()]})
+
+
+def decode_reassign_partitions(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """The target replicas per partition.  Raises ZnodeFormatError."""
+    what = "partition reassignment"
+    entries = _load(data, what).get("partitions")
+    if not isinstance(entries, list):
+        raise ZnodeFormatError(f"{what}: 'partitions' is not a list")
+    out = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise ZnodeFormatError(f"{what}: bad partition entry {entry!r}")
+        out[(entry["topic"], _int(entry, "partition", what))] = _int_list(entry.get("replicas"), what)
+    return out
 
 
 def encode_isr_change(partitions: Iterable[tuple[str, int]]) -> bytes:

@@ -37,6 +37,7 @@ from kwire.groups.internal_topics import INTERNAL_TOPICS, InternalTopic
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.runtime import blocking
+from kwire.cluster import reassignment
 from kwire.cluster.fetcher import ReplicaFetcher, fetcher_id
 from kwire.transport.peer import PeerConnection, PeerError
 from kwire.security.peer import PeerConnector
@@ -193,7 +194,8 @@ class ClusterNode:
         return ClusterView(brokers={i: b.rack for i, b in snap.brokers.items()},
                            assignments={t: dict(m.assignment) for t, m in snap.topics.items()
                                         if t not in snap.deleting},
-                           states=dict(snap.states), shutting_down=set(snap.shutting_down))
+                           states=dict(snap.states), shutting_down=set(snap.shutting_down),
+                           reassigning=reassignment.reassigning(snap))
 
     async def _control(self, snap) -> bool:
         """The controller's work for this snapshot; True when it wrote something."""
@@ -214,6 +216,8 @@ class ClusterNode:
         if unique:
             await blocking.run_detached(self.zk.write_states, list(unique.values()),
                                         self.controller_epoch_version)
+            wrote = True
+        if await reassignment.control(self, snap, view, set(unique)):
             wrote = True
         if snap.preferred is not None:     # only once its leaders are written: a failed write retries it
             await blocking.run_detached(self.zk.finish_preferred_election)
@@ -249,6 +253,7 @@ class ClusterNode:
             if not fetcher.partitions:
                 fetcher.cancel_scope.cancel()
                 del self.fetchers[source]
+        await reassignment.drop_unreplicated(self, snap)
         self.broker.groups_follow_leadership(self)
 
     async def _apply_partition(self, tp, plog, state, replicas, wanted_fetch) -> None:
@@ -407,6 +412,9 @@ class ClusterNode:
         meta = self.snapshot.topics.get(name)
         if meta is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        if meta.adding or meta.removing:
+            raise KafkaApiError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                f"topic '{name}' has partitions being reassigned")
         current = len(meta.assignment)
         if assignments:
             new = {current + i: tuple(a.broker_ids) for i, a in enumerate(assignments)}

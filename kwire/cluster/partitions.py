@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
+from kwire.cluster import reassignment
 from kwire.services.partitions import TopicPartition
 
 
@@ -83,6 +84,13 @@ class ReplicatedPartitions:
 
     async def confirm_leadership(self, tp: TopicPartition) -> None:
         await self.cluster.confirm_leadership(tp)
+
+    async def alter_reassignments(self, requested: dict, allow_replication_factor_change: bool) -> dict:
+        return await reassignment.alter(self.cluster, requested,
+                                        allow_replication_factor_change=allow_replication_factor_change)
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None) -> dict:
+        return await reassignment.in_progress(self.cluster, partitions)
 
     def coordinator_appended(self, tp: TopicPartition, result) -> int | None:
         self.replicas.after_append(tp)

@@ -34,6 +34,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kwire.admin import zk_layout as layout
 from kwire.admin.controller import PartitionState, StateWrite
+from kwire.admin.reassignment import ReplicaAssignment
 
 logger = logging.getLogger("kwire.cluster.zk")
 # kwire: a broker asks for a controlled shutdown by creating /admin/controlled_shutdown/<id>
@@ -69,6 +70,13 @@ class TopicMeta:
     assignment: dict[int, tuple[int, ...]]
     topic_id: object            # uuid.UUID or None (a topic created by an old tool)
     version: int                # znode version, for CreatePartitions
+    # a reassignment in progress (KIP-455): replicas being added and removed, by partition
+    adding: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+
+    def replica_assignment(self, partition: int) -> ReplicaAssignment:
+        return ReplicaAssignment(tuple(self.assignment.get(partition, ())), self.adding.get(partition, ()),
+                                 self.removing.get(partition, ()))
 
 
 @dataclasses.dataclass
@@ -85,6 +93,8 @@ class Snapshot:
     group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)   # /config/groups
     # /config/brokers: dynamic broker configs by entity ("" = the cluster default, "<id>")
     broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # a pending /admin/reassign_partitions (ZooKeeper-era tools): target replicas by partition
+    legacy_reassignments: dict[tuple[str, int], tuple[int, ...]] | None = None
 
 
 class ZooKeeperClient:
@@ -222,8 +232,9 @@ class ZooKeeperClient:
             tdata, cdata = _result(tres), _result(cres)
             if tdata is None:
                 continue
-            assignment, topic_id = layout.decode_assignment(tdata[0])
-            topics[name] = TopicMeta(assignment, topic_id, tdata[1].version)
+            topic = layout.decode_topic(tdata[0])
+            topics[name] = TopicMeta(topic.partitions, topic.topic_id, tdata[1].version,
+                                     topic.adding_replicas, topic.removing_replicas)
             configs[name] = layout.decode_topic_config(cdata[0]) if cdata else {}
         reads = [((n, p), c.get_async(layout.partition_state_path(n, p), watch=self._watch))
                  for n, meta in topics.items() for p in meta.assignment]
@@ -244,9 +255,17 @@ class ZooKeeperClient:
         if c.exists(layout.PREFERRED_ELECTION, watch=self._watch):
             found = _result(c.get_async(layout.PREFERRED_ELECTION, watch=self._watch))
             preferred = layout.decode_preferred_election(found[0]) if found else None
+        legacy = None
+        if c.exists(layout.REASSIGN_PARTITIONS, watch=self._watch):
+            found = _result(c.get_async(layout.REASSIGN_PARTITIONS, watch=self._watch))
+            if found is not None:
+                try:
+                    legacy = layout.decode_reassign_partitions(found[0])
+                except layout.ZnodeFormatError as exc:
+                    logger.warning("ignoring %s: %s", layout.REASSIGN_PARTITIONS, exc)
         return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred,
                         self._read_configs(layout.CONFIG_GROUPS, str),
-                        self._read_configs(layout.CONFIG_BROKERS, layout.broker_entity))
+                        self._read_configs(layout.CONFIG_BROKERS, layout.broker_entity), legacy)
 
     def _read_configs(self, parent: str, entity: Callable[[str], str]) -> dict[str, dict[str, str]]:
         """Every child of ``parent`` as config overrides by ``entity(child)``, watched."""
@@ -385,6 +404,44 @@ class ZooKeeperClient:
         except (BadVersionError, NoNodeError):
             return False
 
+    # -- partition reassignment (KIP-455) -------------------------------------------------
+    def write_topic_assignment(self, name: str, meta: TopicMeta, changes: dict[int, ReplicaAssignment]) -> bool:
+        """The topic znode with ``changes`` applied to ``meta`` (as read, at its version),
+        conditionally; False when the znode changed meanwhile or is gone."""
+        try:
+            self.client.set(layout.topic_path(name), _topic_data(meta, changes), version=meta.version)
+            return True
+        except (BadVersionError, NoNodeError):
+            return False
+
+    def complete_reassignment(self, name: str, meta: TopicMeta, changes: dict[int, ReplicaAssignment],
+                              writes: list[StateWrite], epoch_version: int) -> bool:
+        """The controller's completion of reassignments of topic ``name``: the partition states
+        (new leader, ISR without the removed replicas) and the topic znode without them, in one
+        transaction fenced by /controller_epoch.  False when anything moved meanwhile."""
+        tx = self.client.transaction()
+        tx.check(layout.CONTROLLER_EPOCH, epoch_version)
+        for w in writes:
+            tx.set_data(layout.partition_state_path(w.topic, w.partition), layout.encode_partition_state(w.state),
+                        version=w.expected_version)
+        tx.set_data(layout.topic_path(name), _topic_data(meta, changes), version=meta.version)
+        results = tx.commit()
+        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failed:
+            logger.info("completing the reassignment of %s failed: %s", name, failed)
+        return not failed
+
+    def set_legacy_reassignments(self, remaining: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        """Rewrite ``/admin/reassign_partitions`` with the entries not completed yet, or delete
+        it when none is left (Kafka's controller does both as partitions complete)."""
+        try:
+            if remaining:
+                self.client.set(layout.REASSIGN_PARTITIONS, layout.encode_reassign_partitions(remaining))
+            else:
+                self.client.delete(layout.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            pass
+
     def set_topic_config(self, name: str, configs: dict[str, str]) -> None:
         """Write ``/config/topics/<t>`` with a ``/config/changes`` notification naming it, in one
         transaction, as Kafka's AdminZkClient.changeTopicConfig does (kwire's brokers watch the
@@ -488,3 +545,17 @@ def _result(res):
         return res.get()
     except NoNodeError:
         return None
+
+
+def _topic_data(meta: TopicMeta, changes: dict[int, ReplicaAssignment]) -> bytes:
+    """The topic znode's bytes for ``meta`` with ``changes`` applied."""
+    assignment, adding, removing = dict(meta.assignment), dict(meta.adding), dict(meta.removing)
+    for p, a in changes.items():
+        assignment[p] = a.replicas
+        adding.pop(p, None)
+        removing.pop(p, None)
+        if a.adding:
+            adding[p] = a.adding
+        if a.removing:
+            removing[p] = a.removing
+    return layout.encode_assignment(assignment, meta.topic_id, adding_replicas=adding, removing_replicas=removing)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Protocol, runtime_checkable
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
+from kwire.admin.reassignment import ReassignmentError, ReplicaAssignment, validate_target
 
 TopicPartition = tuple[str, int]
 
@@ -79,6 +80,14 @@ class PartitionService(Protocol):
 
     async def elect_preferred(self, partitions: list[TopicPartition], timeout_s: float) -> dict:
         """ElectLeaders (preferred): {(topic, partition): ErrorCode}."""
+
+    async def alter_reassignments(self, requested: dict, allow_replication_factor_change: bool) -> dict:
+        """AlterPartitionReassignments: {(topic, partition): target replicas or None (cancel)}
+        -> {(topic, partition): (ErrorCode, message or None)}."""
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None) -> dict:
+        """ListPartitionReassignments: {(topic, partition): ReplicaAssignment} of those (all
+        when None) being reassigned."""
 
     async def confirm_leadership(self, tp: TopicPartition) -> None:
         """A read fence before a coordinator serves committed state: that this broker still
@@ -158,6 +167,25 @@ class LocalPartitions:
         """A single node is always its partitions' preferred leader: ELECTION_NOT_NEEDED."""
         return {tp: ErrorCode.ELECTION_NOT_NEEDED if self.logs.partition(*tp) is not None
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in partitions}
+
+    async def alter_reassignments(self, requested: dict, allow_replication_factor_change: bool) -> dict:
+        """A single node's partitions can only be "moved" to itself: a no-op."""
+        out = {}
+        for tp, target in requested.items():
+            current = ReplicaAssignment((self.logs.node_id,))
+            if self.logs.partition(*tp) is None:
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unknown topic or partition {tp[0]}-{tp[1]}.")
+                continue
+            try:
+                validate_target(target, current, (self.logs.node_id,),
+                                allow_replication_factor_change=allow_replication_factor_change)
+                out[tp] = (ErrorCode.NONE, None)
+            except ReassignmentError as exc:
+                out[tp] = (exc.code, exc.message)
+        return out
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None) -> dict:
+        return {}
 
     async def confirm_leadership(self, tp: TopicPartition) -> None:
         return None

@@ -1,0 +1,146 @@
+"""Partition reassignment (KIP-455) on three brokers, with a stock producer writing throughout.
+
+What an operator checks after a move: the partition's replicas are the target, every one of
+them in the ISR, the removed brokers no longer hold a copy, and the producer's acknowledged
+records are all there, once each.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
+
+from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
+                                    wait_acknowledged, wait_for)
+
+pytestmark = pytest.mark.clients
+
+
+def topic_znode(cluster, topic: str) -> dict:
+    from kazoo.client import KazooClient
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        return json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+    finally:
+        zk.stop()
+
+
+def create(cluster, name: str, assignment: list[list[int]]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
+    wait_for(lambda: all(len(s["isr"]) == len(assignment[p])
+                         for p, s in partition_states(cluster.zookeeper.connect, name).items()), 30, "full ISRs")
+
+
+def local_bytes(cluster, broker: int, topic: str, partition: int) -> int:
+    """The bytes of the partition's segment files in broker ``broker``'s log dir."""
+    path = os.path.join(cluster.data_dir, f"broker-{broker}", "logs", f"{topic}-{partition}")
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
+
+
+def settled(cluster, topic: str, targets: dict[int, list[int]]) -> bool:
+    znode = topic_znode(cluster, topic)
+    states = partition_states(cluster.zookeeper.connect, topic)
+    return (not znode.get("adding_replicas") and not znode.get("removing_replicas")
+            and all(znode["partitions"][str(p)] == t and sorted(states[p]["isr"]) == sorted(t)
+                    and states[p]["leader"] in t for p, t in targets.items()))
+
+
+def test_kafka_python_moves_replicas_while_a_producer_writes_and_loses_nothing(cluster):
+    create(cluster, "moving", [[1, 2], [2, 1]])
+    thread, acked = produce_in_background("confluent", cluster.bootstrap, "moving", 20000, partitions=2,
+                                          pause_every=20, timeout=90)
+    wait_acknowledged(thread, acked, 1000)
+    before = {b: local_bytes(cluster, b, "moving", 0) for b in (1, 2)}
+    assert all(before.values()), before
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        # p0 leaves both its brokers (the leader moves to 3); p1 gains broker 3 and keeps its leader
+        targets = {0: [3], 1: [2, 1, 3]}
+        result = admin.alter_partition_reassignments({TopicPartition("moving", p): t for p, t in targets.items()})
+        assert result == {TopicPartition("moving", 0): None, TopicPartition("moving", 1): None}
+        wait_for(lambda: settled(cluster, "moving", targets), 60, "the reassignments to complete")
+        assert admin.list_partition_reassignments() == {}
+        assert thread.is_alive(), "the move outlasted the producer: it did not happen under load"
+    finally:
+        admin.close()
+    join_producer(thread, 120)
+    states = partition_states(cluster.zookeeper.connect, "moving")
+    assert states[0]["leader"] == 3 and states[1]["leader"] == 2, states
+    # the brokers that left partition 0 deleted their copies; broker 3 holds the data
+    wait_for(lambda: local_bytes(cluster, 1, "moving", 0) == 0 and local_bytes(cluster, 2, "moving", 0) == 0,
+             20, "the removed replicas' copies to be deleted")
+    assert local_bytes(cluster, 3, "moving", 0) > 0
+    seen = read_all(cluster.bootstrap, "moving", 2, expected=sum(len(v) for v in acked.values()))
+    counts = tally(acked, seen)
+    assert counts["lost"] == 0 and counts["duplicates"] == 0 and counts["out_of_order"] == 0, counts
+    assert counts["acknowledged"] == 20000, counts
+
+
+def controller_of(cluster) -> int:
+    from kazoo.client import KazooClient
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        return json.loads(zk.get("/controller")[0])["brokerid"]
+    finally:
+        zk.stop()
+
+
+def test_a_stuck_reassignment_is_listed_and_cancelled_and_bad_targets_are_refused(cluster_factory):
+    # the paused broker's ZooKeeper session outlasts the test: it stays live, just silent
+    cluster = cluster_factory(3, properties={"zookeeper.session.timeout.ms": 30000})
+    # the admin client talks to the controller: the broker paused is another one
+    silent = max(b for b in (1, 2, 3) if b != controller_of(cluster))
+    first, second = [b for b in (1, 2, 3) if b != silent]
+    create(cluster, "stuck", [[first, second]])
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = TopicPartition("stuck", 0)
+    try:
+        result = admin.alter_partition_reassignments({tp: [1, 2, 99], TopicPartition("stuck", 5): [1],
+                                                      TopicPartition("nowhere", 0): [1]})
+        assert result == {tp: InvalidReplicationAssignmentError, TopicPartition("stuck", 5): UnknownTopicOrPartitionError,
+                          TopicPartition("nowhere", 0): UnknownTopicOrPartitionError}
+        assert admin.alter_partition_reassignments({tp: [1, 1]}) == {tp: InvalidReplicationAssignmentError}
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+
+        cluster.pause(silent)                  # the new replica cannot catch up
+        try:
+            assert admin.alter_partition_reassignments({tp: [second, silent]}) == {tp: None}
+            listed = admin.list_partition_reassignments()
+            assert listed == {tp: {"replicas": [second, silent, first], "adding_replicas": [silent],
+                                   "removing_replicas": [first]}}, listed
+            assert topic_znode(cluster, "stuck")["adding_replicas"] == {"0": [silent]}
+            assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+            assert admin.list_partition_reassignments() == {}
+            znode = topic_znode(cluster, "stuck")
+            # back to the original replicas (in the reassignment's order, as Kafka's reassignTo(origin))
+            assert sorted(znode["partitions"]["0"]) == sorted([first, second]) and not znode["adding_replicas"], znode
+        finally:
+            cluster.resume(silent)
+    finally:
+        admin.close()
+    states = partition_states(cluster.zookeeper.connect, "stuck")
+    assert states[0]["leader"] == first and sorted(states[0]["isr"]) == sorted([first, second]), states
+
+
+def test_a_zookeeper_era_reassign_partitions_znode_is_carried_out_and_removed(cluster):
+    from kazoo.client import KazooClient
+    create(cluster, "legacy", [[1, 2], [2, 3]])
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+            {"topic": "legacy", "partition": 0, "replicas": [3, 1], "log_dirs": ["any", "any"]},
+            {"topic": "legacy", "partition": 1, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}).encode(),
+            makepath=True)
+        wait_for(lambda: settled(cluster, "legacy", {0: [3, 1], 1: [1, 2]}), 60, "the reassignments to complete")
+        wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, 20, "the znode to be removed")
+    finally:
+        zk.stop()
