@@ -77,6 +77,17 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("num.replica.fetchers", T.INT, 1, "Fetchers per source broker, each with its own "
               "connection; a partition goes to Utils.abs(31 * topic.hashCode() + partition) % n.",
               at_least(1)),
+    ConfigKey("leader.replication.throttled.rate", T.LONG, LONG_MAX,
+              "Bytes per second this broker sends to followers of the replicas a topic's "
+              "leader.replication.throttled.replicas names (dynamic; set by a reassignment's --throttle).",
+              at_least(0)),
+    ConfigKey("follower.replication.throttled.rate", T.LONG, LONG_MAX,
+              "Bytes per second this broker fetches for the replicas a topic's "
+              "follower.replication.throttled.replicas names (dynamic).", at_least(0)),
+    ConfigKey("replication.quota.window.num", T.INT, 11, "Samples kept for the replication quotas.",
+              at_least(1)),
+    ConfigKey("replication.quota.window.size.seconds", T.INT, 1, "Time span of each replication quota sample.",
+              at_least(1)),
     ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True,
               "Move leadership back to the preferred replica when the imbalance is too high."),
     ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,

@@ -47,7 +47,8 @@ _LOG_KEYS = frozenset(s for key in TOPIC_KEYS.values() for s, _ in key.synonyms)
 _CLEANER_KEYS = {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
                  "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"}
 DYNAMIC_KEYS: frozenset[str] = frozenset(
-    k for k in _LOG_KEYS | _CLEANER_KEYS | {"max.connections", "num.replica.fetchers"} if k in BROKER_KEYS)
+    k for k in _LOG_KEYS | _CLEANER_KEYS | {"max.connections", "num.replica.fetchers", "leader.replication.throttled.rate",
+                                            "follower.replication.throttled.rate"} if k in BROKER_KEYS)
 
 
 # what a TLS listener takes at runtime, behind its prefix: listener.name.<listener>.<key>

@@ -85,10 +85,11 @@ class ReplicaFetcher:
 
     def __init__(self, node_id: int, source_id: int,
                  connect: Callable[[int, str, float], Awaitable[PeerConnection]], config, clock,
-                 lock: Callable[[TopicPartition], trio.Lock], fetcher: int = 0):
+                 lock: Callable[[TopicPartition], trio.Lock], fetcher: int = 0, throttle=None):
         """``connect(broker_id, client_id, timeout_s)`` opens a connection or raises PeerError;
         ``lock(tp)`` is the partition's role lock (kwire.cluster.replication.ReplicaManager.lock)."""
         self.lock = lock
+        self.throttle = throttle       # the broker's follower replication quota (kwire.cluster.throttles)
         self.node_id = node_id
         self.source_id = source_id
         self.client_id = f"broker-{node_id}-fetcher-{fetcher}"     # Kafka's fetcher threads' name
@@ -220,6 +221,13 @@ class ReplicaFetcher:
         ready = {tp: s for tp, s in self._ready().items() if s.truncated}
         if not ready:
             return
+        throttle = self.throttle
+        if throttle is not None and throttle.partitions:
+            now_ms = self.clock.now_ms()
+            ready = {tp: s for tp, s in ready.items() if not throttle.holds_back(tp, now_ms)}
+            if not ready:               # all held back by follower.replication.throttled.rate
+                await trio.sleep(self.wait_ms / 1000)
+                return
         by_topic: dict[str, list] = {}
         for (topic, partition), s in ready.items():
             by_topic.setdefault(topic, []).append({
@@ -244,6 +252,8 @@ class ReplicaFetcher:
                 tp = (topic.topic, p.partition_index)
                 s = self.partitions.get(tp)
                 if s is not None and s is ready.get(tp):
+                    if throttle is not None and p.records and throttle.throttled(tp):
+                        throttle.record(len(p.records), self.clock.now_ms())
                     self._apply(tp, s, p, flushes, restarts, starts)
         for plog in flushes:
             await run_blocking(plog.flush)

@@ -42,6 +42,7 @@ from kwire.cluster.fetcher import ReplicaFetcher, fetcher_id
 from kwire.transport.peer import PeerConnection, PeerError
 from kwire.security.peer import PeerConnector
 from kwire.cluster.replication import IsrWriteUnknown, ReplicaManager
+from kwire.cluster.throttles import ReplicationThrottles
 from kwire.cluster.zk import (BrokerIdInUse, ZooKeeperClient, ZooKeeperUnavailable,  # noqa: F401
                  post_to_trio)
 
@@ -66,6 +67,7 @@ class ClusterNode:
                                        broker.notify_committed, self._write_isr)
         self.peers = PeerConnector.from_config(config)     # ConfigError: a bad store or login
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}   # by (leader, fetcher id)
+        self.throttles = ReplicationThrottles(self.node_id, config)
         self.snapshot = None
         self.controller: Controller | None = None
         self.controller_epoch_version = -1
@@ -226,6 +228,7 @@ class ClusterNode:
 
     async def _apply(self, snap) -> None:
         self.broker.broker_configs.apply(snap.broker_configs)     # first: new topics take its defaults
+        self.throttles.refresh(self.broker.config, snap)
         logs = self.broker.logs
         self.replicas.shutting_down = set(snap.shutting_down)
         self.replicas.live = set(snap.brokers)
@@ -284,7 +287,7 @@ class ClusterNode:
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(
                 self.node_id, state.leader, self.open_peer, self.broker.config, self.broker.clock,
-                self.replicas.lock, fetcher=key[1])
+                self.replicas.lock, fetcher=key[1], throttle=self.throttles.follower)
             self._nursery.start_soon(fetcher.run)
         fetcher.follow(tp, plog, state.leader_epoch)
         wanted_fetch.setdefault(key, set()).add(tp)

@@ -53,8 +53,15 @@ class ReplicatedPartitions:
         return plog.log_end_offset, leader
 
     def follower_fetched(self, topic: str, partition: int, leader, replica_id: int, fetch_offset: int,
-                         log_start_offset: int) -> None:
+                         log_start_offset: int, sent_bytes: int = 0) -> None:
         self.replicas.on_follower_fetch((topic, partition), leader, replica_id, fetch_offset, log_start_offset)
+        quota = self.cluster.throttles.leader
+        if sent_bytes and replica_id not in leader.isr and quota.throttled((topic, partition)):
+            quota.record(sent_bytes, self.cluster.broker.clock.now_ms())
+
+    def follower_throttled(self, topic: str, partition: int, leader, replica_id: int) -> bool:
+        return (replica_id not in leader.isr
+                and self.cluster.throttles.leader.holds_back((topic, partition), self.cluster.broker.clock.now_ms()))
 
     def check_caught_up(self, topic: str, partition: int, plog) -> None:
         """Kafka's rule for a new leader (Partition.fetchOffsetForTimestamp): until its high

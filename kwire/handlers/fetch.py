@@ -78,6 +78,8 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
                                                       replica_id)
         if read_committed and replica_id < 0:
             max_offset = plog.last_stable_offset
+        if leader is not None and partitions.follower_throttled(topic_name, p.partition, leader, replica_id):
+            budget, first = 0, False     # leader.replication.throttled.rate exceeded: no records now
         if budget > 0 or first:
             slices = plog.read_slices(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)),
                                       min_one_batch=first, max_offset=max_offset)
@@ -89,7 +91,7 @@ def read_partition(ctx, topic_name: str, p, budget: int, first: bool,
         return empty_partition(p.partition, exc.code, plog), 0
     if leader is not None:        # a valid follower fetch, read without error: now it counts
         partitions.follower_fetched(topic_name, p.partition, leader, replica_id, p.fetch_offset,
-                                    getattr(p, "log_start_offset", -1))
+                                    getattr(p, "log_start_offset", -1), slices.size)
     entry = empty_partition(p.partition, ErrorCode.NONE, plog)
     entry["records"] = slices
     if read_committed and slices:

@@ -57,8 +57,14 @@ class PartitionService(Protocol):
         NOT_LEADER_OR_FOLLOWER)."""
 
     def follower_fetched(self, topic: str, partition: int, leader, replica_id: int, fetch_offset: int,
-                         log_start_offset: int) -> None:
-        """A follower's fetch (``leader`` from ``check_serving``) was read without error."""
+                         log_start_offset: int, sent_bytes: int = 0) -> None:
+        """A follower's fetch (``leader`` from ``check_serving``) was read without error;
+        ``sent_bytes`` of records go back (they count for the replication throttle)."""
+
+    def follower_throttled(self, topic: str, partition: int, leader, replica_id: int) -> bool:
+        """Whether a follower's fetch of the partition gets no records now: the leader
+        replication throttle is exceeded and the follower is not in the ISR
+        (kwire.cluster.throttles)."""
 
     def check_caught_up(self, topic: str, partition: int, plog) -> None:
         """Before ListOffsets answers from the high watermark; raises
@@ -146,8 +152,11 @@ class LocalPartitions:
         return None, None
 
     def follower_fetched(self, topic: str, partition: int, leader, replica_id: int, fetch_offset: int,
-                         log_start_offset: int) -> None:
+                         log_start_offset: int, sent_bytes: int = 0) -> None:
         return None                         # never asked: no follower has a leader state here
+
+    def follower_throttled(self, topic: str, partition: int, leader, replica_id: int) -> bool:
+        return False                        # never asked, as above
 
     def check_caught_up(self, topic: str, partition: int, plog) -> None:
         return None

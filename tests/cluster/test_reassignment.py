@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -16,7 +17,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
 from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
-                                    wait_acknowledged, wait_for)
+                                    total, wait_acknowledged, wait_for)
 
 pytestmark = pytest.mark.clients
 
@@ -144,3 +145,76 @@ def test_a_zookeeper_era_reassign_partitions_znode_is_carried_out_and_removed(cl
         wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, 20, "the znode to be removed")
     finally:
         zk.stop()
+
+
+def test_a_throttled_move_copies_at_the_throttle_rate_while_producers_keep_writing(cluster_factory):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    # two 1 s samples: the rate limits within a second instead of after Kafka's 10 s warm-up
+    cluster = cluster_factory(3, properties={"replication.quota.window.num": 2})
+    create(cluster, "heavy", [[1, 2]])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    value = b"-1" + b" " * 9998                             # read back as -1 by read_all
+    for _ in range(300):                                   # 3 MB to copy
+        producer.produce("heavy", value, partition=0)
+    assert producer.flush(30) == 0
+    rate = 600_000
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    brokers = [ConfigResource("BROKER", str(b), incremental_configs=[
+        ConfigEntry(k, str(rate), incremental_operation=AlterConfigOpType.SET)
+        for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]) for b in (1, 2, 3)]
+    topic = ConfigResource("TOPIC", "heavy", incremental_configs=[
+        ConfigEntry("leader.replication.throttled.replicas", "0:1,0:2", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("follower.replication.throttled.replicas", "0:3", incremental_operation=AlterConfigOpType.SET)])
+    for resource in brokers + [topic]:                    # librdkafka: one BROKER resource per call
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    thread, acked = produce_in_background("confluent", cluster.bootstrap, "heavy", 20_000, partitions=1,
+                                          pause_every=20, timeout=60)
+    wait_acknowledged(thread, acked, 500)
+    kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    started = time.monotonic()
+    try:
+        assert kafka_admin.alter_partition_reassignments({TopicPartition("heavy", 0): [1, 2, 3]}) == \
+            {TopicPartition("heavy", 0): None}
+        during = total(acked)
+        time.sleep(2)
+        # the producers keep their pace (the in-sync replicas are not throttled) ...
+        assert total(acked) - during > 200, "producers stalled during the throttled move"
+        # ... while the new replica copies at about the throttle's rate
+        copied = local_bytes(cluster, 3, "heavy", 0)
+        assert copied < 3 * rate, f"{copied} bytes copied in 2 s under a {rate} B/s throttle"
+        wait_for(lambda: settled(cluster, "heavy", {0: [1, 2, 3]}), 60, "the throttled move to complete")
+    finally:
+        kafka_admin.close()
+    elapsed = time.monotonic() - started
+    assert elapsed > 3.5, f"3 MB moved in {elapsed:.1f} s despite a {rate} B/s throttle"
+    join_producer(thread, 120)
+    seen = read_all(cluster.bootstrap, "heavy", 1, expected=300 + total(acked))
+    assert seen[0][:300] == [-1] * 300
+    counts = tally(acked, {0: seen[0][300:]})
+    assert counts["lost"] == 0 and counts["duplicates"] == 0, counts
+
+
+def test_the_java_admin_client_moves_a_partition_and_lists_it_while_kafka_python_produces(cluster, tmp_path):
+    from tests.support.java import java_available, run_to_end
+    ok, why = java_available()
+    if not ok:
+        pytest.skip(f"the Java client cannot run here: {why}")
+    create(cluster, "javamove", [[1, 2]])
+    thread, acked = produce_in_background("kafka-python", cluster.bootstrap, "javamove", 6000, partitions=1,
+                                          pause_every=20, timeout=90)
+    wait_acknowledged(thread, acked, 300)
+    out, code = run_to_end("JcReassign", cluster.bootstrap, "javamove", 0, "2,3",
+                           stderr_path=tmp_path / "stderr.txt", timeout=120)
+    checks = {c.pop("check"): c for c in map(json.loads, out.splitlines())}
+    assert code == 0, (tmp_path / "stderr.txt").read_text()[-3000:]
+    assert checks["cancelNothing"]["error"] == "NoReassignmentInProgressException", checks
+    assert checks["alter"]["ok"], checks["alter"]
+    assert checks["list"]["ok"] and checks["list"]["done"], checks["list"]
+    described = checks["describe"]
+    assert described["replicas"] == [2, 3] and sorted(described["isr"]) == [2, 3] and described["leader"] == 2, \
+        described
+    join_producer(thread, 120)
+    seen = read_all(cluster.bootstrap, "javamove", 1, expected=total(acked))
+    counts = tally(acked, seen)
+    assert counts["acknowledged"] == 6000 and counts["lost"] == 0 and counts["duplicates"] == 0, counts
