@@ -41,6 +41,9 @@ BROKER_PROPERTIES = {
     "transaction.state.log.num.partitions": 3,
     "transaction.state.log.min.isr": 2,
     "unclean.leader.election.enable": "false",
+    # a move's copy is throttled (tests/faults/injector.py): the rate bites within a second
+    # instead of after Kafka's 11 samples
+    "replication.quota.window.num": 2,
 }
 
 

@@ -28,6 +28,7 @@ from kwire.testing.zookeeper import ZooKeeperStartError
 from .environment import FaultCluster
 from .history import History, Recovery
 from .nemesis import Fault, Timeouts
+from .replicas import partition_bytes
 from .observe import IsrSampler
 
 __all__ = ["Injector", "ScheduleAborted"]
@@ -119,7 +120,87 @@ class Injector:
         if fault.kind == "disk-full":
             env.fill_disk(target)
             return lambda: self.free_disk(target)
+        if fault.kind == "move":
+            victim = self.move(fault, target)
+            cluster.kill(victim)
+
+            def heal() -> None:
+                self.restart(victim)
+                self.throttle(None, None)      # with every broker up: the tool may ask any
+            return heal
         raise ValueError(f"unknown fault kind {fault.kind!r}")
+
+    def move(self, fault: Fault, mover: int) -> int:
+        """Reassign partition ``pick % partitions`` without ``mover`` (a stock admin client's
+        AlterPartitionReassignments), wait until that completes (its copy is deleted), then
+        reassign it back with ``mover`` last, whose copy now starts empty: returns the broker
+        to kill while it copies (the variant's victim).  Anything refused is noted and the
+        mover is killed instead."""
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+        p = fault.pick % self.partitions
+        tp = TopicPartition(self.topic, p)
+        try:
+            state = self.cluster.metadata(timeout=5)["topics"][self.topic][p]
+            replicas = list(state["replicas"])
+            rest = [r for r in replicas if r != mover]
+            admin = KafkaAdminClient(bootstrap_servers=self.env.bootstrap, request_timeout_ms=10000)
+            try:
+                refused = admin.alter_partition_reassignments({tp: rest})[tp]
+                if refused is not None:
+                    raise RuntimeError(f"reassigning {tp} to {rest}: {refused.__name__}")
+                deadline = time.monotonic() + 20
+                while admin.list_partition_reassignments([tp]):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"the move of {self.topic}-{p} to {rest} did not complete in 20 s")
+                    time.sleep(0.05)
+                # throttled to about a quarter of the partition per second, so the kill lands mid-copy
+                size = max(len(partition_bytes(d, self.topic, p)) for d in self.env.log_dirs().values())
+                self.throttle(f"{p}:{mover}", max(size // 4, 20_000))
+                refused = admin.alter_partition_reassignments({tp: rest + [mover]})[tp]
+                if refused is not None:
+                    raise RuntimeError(f"reassigning {tp} back to {rest + [mover]}: {refused.__name__}")
+                snapshot = self.cluster.metadata(timeout=5)
+                copying = bool(admin.list_partition_reassignments([tp]))
+            finally:
+                admin.close()
+        except Exception as exc:            # noqa: BLE001  (the fault still happens: the mover dies)
+            self.history.notes.append(f"{fault.label}: {exc!r}; killing broker {mover}")
+            return mover
+        ids = set(self.cluster.brokers)
+        victim = {"leader": snapshot["topics"][self.topic][p]["leader"], "joining": mover,
+                  "controller": snapshot["controller_id"]}[fault.variant]
+        victim = victim if victim in ids else mover
+        self.history.notes.append(f"{fault.label}: {self.topic}-{p} moved to {rest}, then back to "
+                                  f"{rest + [mover]}; broker {victim} killed "
+                                  f"{'during the copy' if copying else 'after the copy had completed'}")
+        return victim
+
+    def throttle(self, replicas: str | None, rate: int | None) -> None:
+        """Set (or with None, remove) the brokers' default follower.replication.throttled.rate
+        and the data topic's follower.replication.throttled.replicas, with ``kwire configs``."""
+        import contextlib
+        import io
+        from kwire.tools.configs import main as configs
+        bootstrap = ["--bootstrap-server", self.env.bootstrap]
+        if rate is None:
+            steps = [["--entity-type", "brokers", "--entity-default", "--delete-config",
+                      "follower.replication.throttled.rate"],
+                     ["--topic", self.topic, "--delete-config", "follower.replication.throttled.replicas"]]
+        else:
+            steps = [["--entity-type", "brokers", "--entity-default", "--add-config",
+                      f"follower.replication.throttled.rate={rate}"],
+                     ["--topic", self.topic, "--add-config", f"follower.replication.throttled.replicas={replicas}"]]
+        for step in steps:
+            for _ in range(3):
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    code = configs(["alter", *bootstrap, *step])
+                if not code:
+                    break
+                time.sleep(0.5)
+            if code:
+                self.history.notes.append(f"kwire configs alter {' '.join(step)}: exit {code}: {out.getvalue()[-300:]}")
 
     def term_kill(self, target: int, delay_s: float) -> None:
         """SIGTERM (a controlled shutdown starts), then SIGKILL ``delay_s`` later if still running."""

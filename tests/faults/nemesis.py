@@ -27,6 +27,10 @@ partition  the broker cut off from some of ``LINKS`` (ZooKeeper, its peers,
 zookeeper  ZooKeeper stopped (SIGTERM) or killed (-9), restarted after
            ``duration_s``
 disk-full  the broker's log.dirs filesystem filled for ``duration_s``
+move       a partition reassigned without the broker, then back to it (its copy
+           starts empty and is copied again), and while that copy runs, kill -9 of
+           the variant's victim: the partition's ``leader``, the ``joining``
+           replica or the ``controller``; restarted after ``duration_s``
 =========  ===================================================================
 """
 from __future__ import annotations
@@ -43,12 +47,13 @@ __all__ = ["BUDGET_S", "CI_SEEDS", "KINDS", "LINKS", "MODES", "ROLES", "Fault", 
 BUDGET_S = 20.0
 # The CI set: together these cover every kind, both pause extremes, both partition modes, every
 # link and every role (tests/faults/test_schedule.py checks it) in two schedules.
-CI_SEEDS = (92, 2946)
+CI_SEEDS = (1210, 2222)
 
-KINDS = ("kill", "term-kill", "pause", "partition", "zookeeper", "disk-full")
+KINDS = ("kill", "term-kill", "pause", "partition", "zookeeper", "disk-full", "move")
 ROLES = ("leader", "follower", "controller", "any")       # which broker a fault hits
 LINKS = ("zookeeper", "peers", "clients")                  # what a partition cuts
 MODES = ("drop", "reset")
+MOVE_VICTIMS = ("leader", "joining", "controller")     # whom a move's kill hits
 PAUSE_BANDS = ("short", "mid", "long")
 QUIET_S = (1.0, 3.0)                  # fault-free time before each fault
 PARTITION_S = (1.0, 7.0)
@@ -146,6 +151,8 @@ def _draw_fault(rng: random.Random, timeouts: Timeouts) -> Fault:
         return Fault(kind, role, pick, _uniform(rng, PARTITION_S), variant=rng.choice(MODES), links=links)
     if kind == "zookeeper":
         return Fault(kind, "zookeeper", pick, _uniform(rng, ZOOKEEPER_S), variant=rng.choice(("stop", "kill")))
+    if kind == "move":
+        return Fault(kind, role, pick, _uniform(rng, DOWN_S), variant=rng.choice(MOVE_VICTIMS))
     return Fault(kind, role, pick, _uniform(rng, DISK_FULL_S))
 
 
