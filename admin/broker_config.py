@@ -84,6 +84,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("follower.replication.throttled.rate", T.LONG, LONG_MAX,
               "Bytes per second this broker fetches for the replicas a topic's "
               "follower.replication.throttled.replicas names (dynamic).", at_least(0)),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, LONG_MAX,
+              "Bytes per second a move between this broker's log dirs (AlterReplicaLogDirs) copies.",
+              at_least(1)),
     ConfigKey("replication.quota.window.num", T.INT, 11, "Samples kept for the replication quotas.",
               at_least(1)),
     ConfigKey("replication.quota.window.size.seconds", T.INT, 1, "Time span of each replication quota sample.",

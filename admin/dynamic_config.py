@@ -48,7 +48,8 @@ _CLEANER_KEYS = {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.d
                  "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"}
 DYNAMIC_KEYS: frozenset[str] = frozenset(
     k for k in _LOG_KEYS | _CLEANER_KEYS | {"max.connections", "num.replica.fetchers", "leader.replication.throttled.rate",
-                                            "follower.replication.throttled.rate"} if k in BROKER_KEYS)
+                                            "follower.replication.throttled.rate",
+                                            "replica.alter.log.dirs.io.max.bytes.per.second"} if k in BROKER_KEYS)
 
 
 # what a TLS listener takes at runtime, behind its prefix: listener.name.<listener>.<key>

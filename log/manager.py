@@ -27,6 +27,7 @@ from typing import Callable
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
+from . import relocation
 from .checkpoints import write_atomically
 from .config import LogConfig
 from .partition import PartitionLog
@@ -70,13 +71,16 @@ class LogManager:
     # -- start-up and shutdown -------------------------------------------------
     def open(self, now_ms: int) -> None:
         """Load every topic, recovering logs of a directory without a clean-shutdown marker."""
+        clean = {}
         for d in self.log_dirs:
             fresh = not os.path.exists(os.path.join(d, "meta.properties"))
             os.makedirs(os.path.join(d, TOPICS_DIR), exist_ok=True)
             self._load_meta(d)
+            clean[d] = fresh or os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+        for d in self.log_dirs:
+            self._load_dir(d, now_ms, clean)
+        for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            clean = fresh or os.path.exists(marker)
-            self._load_dir(d, now_ms, recover=not clean)
             if os.path.exists(marker):
                 os.unlink(marker)
         self._load_producer_ids()
@@ -96,7 +100,10 @@ class LogManager:
             text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
             write_atomically(path, text.encode())
 
-    def _load_dir(self, d: str, now_ms: int, *, recover: bool) -> None:
+    def _load_dir(self, d: str, now_ms: int, clean: dict[str, bool]) -> None:
+        """The topics described in ``d``; each partition from whichever log dir holds it (a
+        replica moved by AlterReplicaLogDirs lives in another), recovered unless that dir
+        was shut down cleanly."""
         tdir = os.path.join(d, TOPICS_DIR)
         for fname in sorted(os.listdir(tdir)):
             if not fname.endswith(".json"):
@@ -104,15 +111,27 @@ class LogManager:
             with open(os.path.join(tdir, fname), encoding="utf-8") as f:
                 desc = json.load(f)
             config = self.config_for(desc["configs"])
-            parts = [PartitionLog.open(os.path.join(d, f"{desc['name']}-{i}"), config,
-                                       now_ms=now_ms, recover=recover)
-                     for i in range(desc["partitions"])]
+            parts = []
+            for i in range(desc["partitions"]):
+                path = self._partition_path(desc["name"], i, d)
+                parts.append(PartitionLog.open(path, config, now_ms=now_ms,
+                                               recover=not clean.get(os.path.dirname(path), True)))
             topic = Topic(desc["name"], uuid.UUID(desc["topic_id"]), desc["configs"], parts, d,
                           desc.get("internal", False))
             self.topics[topic.name] = topic
             self.topics_by_id[topic.topic_id] = topic
-        if recover:
+        if not clean[d]:
             logger.warning("log dir %s had no clean-shutdown marker: recovered its logs", d)
+
+    def _partition_path(self, name: str, index: int, home: str) -> str:
+        """Where partition ``index`` of ``name`` lives: the log dir holding its folder (a move
+        a crash interrupted settled first, kwire.log.relocation), else the topic's own."""
+        folder = f"{name}-{index}"
+        found = [os.path.join(d, folder) for d in self.log_dirs if os.path.isdir(os.path.join(d, folder))]
+        if len(found) == 1 and not os.path.exists(os.path.join(found[0], relocation.FUTURE_MARKER)) \
+                and not os.path.exists(os.path.join(found[0], relocation.MOVED_MARKER)):
+            return found[0]
+        return (relocation.resolve(found) if found else None) or os.path.join(home, folder)
 
     def close(self) -> None:
         """Flush and close every log and write the clean-shutdown markers of the log dirs
@@ -121,7 +140,7 @@ class LogManager:
         for topic in self.topics.values():
             for plog in topic.partitions:
                 if not plog.close():
-                    unclean.add(topic.log_dir)
+                    unclean.add(os.path.dirname(plog.path))
         for d in self.log_dirs:
             if d in unclean:
                 logger.error("log dir %s: not every partition closed cleanly; it will be "

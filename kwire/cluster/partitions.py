@@ -60,8 +60,9 @@ class ReplicatedPartitions:
             quota.record(sent_bytes, self.cluster.broker.clock.now_ms())
 
     def follower_throttled(self, topic: str, partition: int, leader, replica_id: int) -> bool:
-        return (replica_id not in leader.isr
-                and self.cluster.throttles.leader.holds_back((topic, partition), self.cluster.broker.clock.now_ms()))
+        quota = self.cluster.throttles.leader
+        return (replica_id not in leader.isr and quota.throttled((topic, partition))
+                and quota.exceeded(self.cluster.broker.clock.now_ms()))
 
     def check_caught_up(self, topic: str, partition: int, plog) -> None:
         """Kafka's rule for a new leader (Partition.fetchOffsetForTimestamp): until its high

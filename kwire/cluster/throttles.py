@@ -93,10 +93,11 @@ def throttled_partitions(value: str | None, partitions: int, broker_id: int) -> 
 class ReplicationThrottles:
     """A broker's leader and follower quotas, refreshed from each ZooKeeper snapshot."""
 
-    def __init__(self, node_id: int, config):
+    def __init__(self, node_id: int, config=None):
+        """``config``: the broker's (its replication.quota.window.* keys); None: Kafka's defaults."""
         self.node_id = node_id
-        samples = config.value_of("replication.quota.window.num")
-        window_ms = config.value_of("replication.quota.window.size.seconds") * 1000
+        samples = config.value_of("replication.quota.window.num") if config is not None else 11
+        window_ms = config.value_of("replication.quota.window.size.seconds") * 1000 if config is not None else 1000
         self.leader = ReplicationQuota(samples, window_ms)
         self.follower = ReplicationQuota(samples, window_ms)
 

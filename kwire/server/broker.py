@@ -30,6 +30,7 @@ from kwire.security.listeners import ListenerContext, listener_context
 from kwire.runtime.blocking import run_blocking
 from kwire.services.broker_configs import BrokerConfigService, FileBrokerConfigStore
 from kwire.services.cleaner import CleanerService
+from kwire.services.log_dirs import LogDirMover
 from kwire.runtime.clock import Clock, WallClock
 from kwire.services.fetch_sessions import FetchSessionCache
 from kwire.metrics.counters import BrokerMetrics
@@ -79,6 +80,7 @@ class Broker:
         self.groups = GroupService(config, self.logs, self.clock)
         self.transactions = TransactionService(config, self.logs, self.clock, self.groups, self.notify_appended)
         self.cleaner = CleanerService(config, self.logs, self.clock)
+        self.log_dir_mover = LogDirMover(self)          # AlterReplicaLogDirs
         self.shares = ShareService(config, self.logs, self.clock)       # share groups (KIP-932)
         self.shares.attach_groups(self.groups)           # their records go to __consumer_offsets
         # Chosen once, here: every part that differs between one node and a cluster

@@ -129,6 +129,7 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
                     sockets, handler_nursery=nursery, open_connections=lambda: broker.connections))
             await nursery.start(broker.run_housekeeping)
             await nursery.start(broker.cleaner.run)
+            await nursery.start(broker.log_dir_mover.run)
             await nursery.start(broker.groups.run_timers)
             await nursery.start(broker.transactions.run_timers)
             await nursery.start(broker.shares.run_timers)

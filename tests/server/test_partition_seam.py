@@ -17,6 +17,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.cluster.group_configs import ZkGroupConfigStore
 from kwire.cluster.partitions import ReplicatedPartitions
 from kwire.cluster.replication import ReplicaManager
+from kwire.cluster.throttles import ReplicationThrottles
 from kwire.log.config import LogConfig
 from kwire.log.partition import PartitionLog
 from kwire.cluster.share_states import PersistedShareStates
@@ -166,7 +167,7 @@ def replicated(tmp_path, *, leads: bool, isr=(1, 2, 3), min_isr: int = 1):
     if leads:
         replicas.become_leader(TP, plog, 1, (1, 2, 3), isr, 0)
     broker = SimpleNamespace(notify_log_end=lambda partitions: None)
-    return plog, ReplicatedPartitions(broker, SimpleNamespace(replicas=replicas))
+    return plog, ReplicatedPartitions(broker, SimpleNamespace(replicas=replicas, throttles=ReplicationThrottles(1)))
 
 
 @pytest.mark.parametrize("acks", [0, 1, -1])

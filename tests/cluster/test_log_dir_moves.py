@@ -1,0 +1,65 @@
+"""AlterReplicaLogDirs on three brokers with two log dirs each: the leader's and a follower's
+replica move to their other dir while an acks=all producer writes; nothing acknowledged is
+lost and the replicas stay byte-identical below the high watermark."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartitionReplica
+from kafka.admin import KafkaAdminClient
+from kafka.errors import NoError
+
+from kwire.testing.cluster import ClusterProcess
+from tests.faults.replicas import compare_replicas
+from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
+                                    total, wait_acknowledged, wait_for)
+from tests.cluster.conftest import require_zookeeper
+
+pytestmark = pytest.mark.clients
+
+
+def test_the_leaders_and_a_followers_replica_move_dirs_under_acks_all_load(tmp_path):
+    require_zookeeper()
+    cluster = ClusterProcess(3, data_dir=tmp_path, properties={
+        "replica.alter.log.dirs.io.max.bytes.per.second": 300_000})
+    dirs = {i: [str(tmp_path / f"broker-{i}" / "a"), str(tmp_path / f"broker-{i}" / "b")] for i in cluster.brokers}
+    for i, b in cluster.brokers.items():
+        b.properties["log.dirs"] = ",".join(dirs[i])
+    try:
+        cluster.start()
+        cluster.wait_until_ready()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("dirs", num_partitions=1, replica_assignment=[[1, 2, 3]])])["dirs"].result(30)
+        wait_for(lambda: len(partition_states(cluster.zookeeper.connect, "dirs")[0]["isr"]) == 3, 30, "a full ISR")
+        thread, acked = produce_in_background("confluent", cluster.bootstrap, "dirs", 15000, partitions=1,
+                                              pause_every=20, timeout=90)
+        wait_acknowledged(thread, acked, 3000)
+
+        def where(i: int) -> str:
+            [d] = [d for d in dirs[i] if os.path.isdir(os.path.join(d, "dirs-0"))]
+            return d
+        leader = partition_states(cluster.zookeeper.connect, "dirs")[0]["leader"]
+        follower = next(i for i in (1, 2, 3) if i != leader)
+        moves = {TopicPartitionReplica("dirs", 0, i): next(d for d in dirs[i] if d != where(i))
+                 for i in (leader, follower)}
+        kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            assert kafka_admin.alter_replica_log_dirs(moves) == {r: NoError for r in moves}
+        finally:
+            kafka_admin.close()
+        def moved(broker: int, dest: str) -> bool:
+            old = next(x for x in dirs[broker] if x != dest)
+            return not os.path.exists(os.path.join(old, "dirs-0")) and \
+                not os.path.exists(os.path.join(dest, "dirs-0", ".kwire-future"))
+        wait_for(lambda: all(moved(r.broker_id, d) for r, d in moves.items()), 60, "both replicas in their new dirs")
+        assert thread.is_alive(), "the producer ended before the moves: they did not happen under load"
+        join_producer(thread, 120)
+        seen = read_all(cluster.bootstrap, "dirs", 1, expected=total(acked))
+        counts = tally(acked, seen)
+        assert counts["acknowledged"] == 15000 and counts["lost"] == 0 and counts["duplicates"] == 0, counts
+        hw = len(seen[0])
+        assert compare_replicas({i: where(i) for i in (1, 2, 3)}, "dirs", {0: hw}) == []
+    finally:
+        cluster.close()
