@@ -102,3 +102,49 @@ def test_full_disk_fails_whole_appends_and_kill_9_loses_nothing(tmp_path, small_
         assert len(again) == PARTITIONS and not errors
     finally:
         b.close()
+
+
+def test_with_two_log_dirs_a_full_one_fails_only_its_own_partitions(tmp_path, small_disk):
+    """JBOD: the topic whose partitions live on the full disk answers KAFKA_STORAGE_ERROR; the
+    topic on the other dir keeps taking writes; both recover once space is freed, and nothing
+    acknowledged is lost across a kill -9."""
+    roomy = str(tmp_path / "roomy")
+    b = BrokerProcess(str(tmp_path / "broker"), properties={"log.dirs": f"{roomy},{small_disk}", "num.partitions": 4})
+    b.start()
+    try:
+        acked = {}
+        for topic in ("on-roomy", "on-small"):          # the least-loaded dir takes each new topic
+            got, errors = produce(b.bootstrap, topic, [(p, b"pre") for p in range(4)])
+            assert len(got) == 4 and not errors
+            acked.update({(topic, *k): v for k, v in got.items()})
+        assert os.path.isdir(os.path.join(roomy, "on-roomy-0")) and os.path.isdir(os.path.join(small_disk, "on-small-0"))
+        filler = fill(small_disk)
+        ok, errors = produce(b.bootstrap, "on-roomy", [(p, b"while-full-%d" % i) for i in range(20) for p in range(4)])
+        assert len(ok) == 80 and not errors, errors
+        acked.update({("on-roomy", *k): v for k, v in ok.items()})
+        # (a record may still fit in a segment file's last page: enough to need new pages)
+        landed, errors = produce(b.bootstrap, "on-small", [(p, b"x" * 8192) for _ in range(10) for p in range(4)])
+        assert errors and set(errors) == {KafkaError.KAFKA_STORAGE_ERROR}, errors
+        acked.update({("on-small", *k): v for k, v in landed.items()})
+        os.unlink(filler)
+        again, errors = produce(b.bootstrap, "on-small", [(p, b"freed") for p in range(4)])
+        assert len(again) == 4 and not errors
+        acked.update({("on-small", *k): v for k, v in again.items()})
+
+        b.kill()
+        b.start()
+        got = {}
+        for topic in ("on-roomy", "on-small"):
+            c = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, group_id=None)
+            c.assign([KafkaTopicPartition(topic, p) for p in range(4)])
+            c.seek_to_beginning()
+            deadline = time.monotonic() + 30
+            while sum(1 for k in got if k[0] == topic) < sum(1 for k in acked if k[0] == topic) \
+                    and time.monotonic() < deadline:
+                for tp, messages in c.poll(timeout_ms=500).items():
+                    for m in messages:
+                        got[(topic, tp.partition, m.offset)] = m.value
+            c.close()
+        assert got == acked
+    finally:
+        b.close()
