@@ -202,6 +202,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("fetch.max.wait.ms", T.INT, 30000,
               "kwire-specific: the longest a Fetch is held waiting for fetch.min.bytes; a client's larger "
               "max_wait_ms (its fetch.max.wait.ms) is capped to this.", at_least(0)),
+    ConfigKey("quota.window.num", T.INT, 11,
+              "The number of samples to retain in memory for client quotas.", at_least(1)),
+    ConfigKey("quota.window.size.seconds", T.INT, 1,
+              "The time span of each sample for client quotas.", at_least(1)),
     ConfigKey("max.incremental.fetch.session.cache.slots", T.INT, 1000,
               "The maximum number of incremental fetch sessions (KIP-227) the broker keeps; 0 disables "
               "them (every fetch is then answered as a full fetch with session id 0).", at_least(0)),

@@ -83,6 +83,7 @@ NEVER = {
 # third-party modules owned by one place: only these files import them
 OWNED = {
     "kazoo": {"cluster/zk.py", "cluster/acl_store.py", "cluster/scram_store.py",   # the ZooKeeper stores
+              "cluster/quota_store.py",
               "testing/zookeeper.py"},                                         # waits for a test ZooKeeper
     "ssl": {"security/", "testing/cluster.py"},               # testing/cluster.py makes test certificates
     "prometheus_client": {"metrics/"},

@@ -121,6 +121,7 @@ class ClusterNode:
             self._nursery = nursery
             await nursery.start(self.broker.acls.run)      # every ACL loaded before this broker serves
             await nursery.start(self.broker.scram.run)     # SCRAM users, before any login
+            await nursery.start(self.broker.quotas.run)    # client quotas, before serving
             await self._register()
             await self.reconcile()
             nursery.start_soon(self.replicas.run_isr_maintenance)

@@ -61,4 +61,11 @@ _PER_ENTRY = {
         {"user": "", "error_code": code, "error_message": msg, "credential_infos": []} for _ in r.users or ()]},
     51: lambda r, code, msg: {"throttle_time_ms": 0, "results": [
         {"user": user, "error_code": code, "error_message": msg} for user in _scram_users(r)]},
+    # DescribeClientQuotas: no entries (null); AlterClientQuotas: every entry answers the error
+    # (Kafka's getErrorResponse)
+    48: lambda r, code, msg: {"throttle_time_ms": 0, "error_code": code, "error_message": msg, "entries": None},
+    49: lambda r, code, msg: {"throttle_time_ms": 0, "entries": [
+        {"error_code": code, "error_message": msg,
+         "entity": [{"entity_type": c.entity_type, "entity_name": c.entity_name} for c in e.entity or ()]}
+        for e in getattr(r, "entries", None) or ()]},
 }

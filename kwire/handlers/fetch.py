@@ -30,6 +30,7 @@ from __future__ import annotations
 import trio
 
 from kwire.admin.acls import CLUSTER_NAME, AclOperation, ResourceType
+from kwire.admin.quotas import CONSUMER_BYTE_RATE, principal_user
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 from kwire.log.slices import RecordSlices
 
@@ -164,11 +165,13 @@ def resolve_topic(ctx, topic, by_id: bool) -> tuple[str | None, object]:
 
 
 def build_response(ctx, request, replica_id: int, read_committed: bool,
-                   gate: FetchGate | None = None) -> tuple[list[dict], int, bool]:
+                   gate: FetchGate | None = None, cap: int | None = None) -> tuple[list[dict], int, bool]:
     """Read the request's partitions in order; (topic entries, record bytes, any error).
     A partition ``gate`` refuses is answered TOPIC_AUTHORIZATION_FAILED and is no error here
-    unless every partition is refused."""
+    unless every partition is refused.  ``cap``: a consumer quota's bound on the bytes."""
     budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+    if cap is not None:
+        budget = min(budget, cap)
     by_id = ctx.api_version >= 13
     total = 0
     errors = False
@@ -215,6 +218,7 @@ async def park(ctx, partitions, deadline: float, replica: bool = False) -> None:
         await ctx.broker.wait_appended(partitions, deadline, replica=True)
         return
     gone = False
+    parked = trio.current_time()
     async with trio.open_nursery() as nursery:
         async def watch_peer() -> None:
             nonlocal gone
@@ -225,6 +229,7 @@ async def park(ctx, partitions, deadline: float, replica: bool = False) -> None:
         nursery.start_soon(watch_peer)
         await ctx.broker.wait_appended(partitions, deadline)
         nursery.cancel_scope.cancel()
+    ctx.waited_s += trio.current_time() - parked      # not request time (request_percentage)
     if gone:
         raise CloseConnection("the client left during a long-poll fetch", quiet=True)
 
@@ -265,10 +270,10 @@ def idle(plog, cp: CachedPartition, read_committed: bool) -> bool:
 
 
 def build_incremental(ctx, request, session, replica_id: int, read_committed: bool,
-                      gate: FetchGate | None = None):
+                      gate: FetchGate | None = None, cap: int | None = None):
     """Read every partition of ``session`` in its order; (cached partition, entry) pairs,
     record bytes, any error.  ``gate`` is asked about every partition, idle or not."""
-    budget = request.max_bytes
+    budget = request.max_bytes if cap is None else min(request.max_bytes, cap)
     total = 0
     errors = False
     read = []
@@ -380,6 +385,31 @@ def deadline_of(ctx, request) -> float:
     return trio.current_time() + max_wait_ms / 1000
 
 
+def quota_cap(ctx, replica_id: int) -> int | None:
+    """The most bytes a consumer under a consumer_byte_rate quota may be sent at once (Kafka's
+    getMaxValueInQuotaWindow); None: no quota (followers never have one)."""
+    quotas = ctx.broker.quotas
+    if replica_id >= 0 or not quotas.active:
+        return None
+    cap = quotas.enforcer.max_value_in_window(CONSUMER_BYTE_RATE, principal_user(ctx.principal),
+                                              ctx.client_id or "")
+    return None if cap is None else max(1, int(cap))
+
+
+def charge_quota(ctx, total: int) -> int:
+    """Record a consumer's response bytes against its quota; the throttle in ms.  A throttled
+    fetch answers nothing, so its bytes are taken back (Kafka's unrecordQuotaSensor) and the
+    connection is muted for the throttle (kwire.server.connection)."""
+    enforcer = ctx.broker.quotas.enforcer
+    user, client_id, now_ms = principal_user(ctx.principal), ctx.client_id or "", ctx.broker.clock.now_ms()
+    throttle = enforcer.record(CONSUMER_BYTE_RATE, user, client_id, total, now_ms)
+    if throttle > 0:
+        enforcer.unrecord(CONSUMER_BYTE_RATE, user, client_id, total, now_ms)
+        enforcer.throttled(CONSUMER_BYTE_RATE, user, client_id, throttle)
+        ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+    return throttle
+
+
 @handles(1, 4, 17)
 async def handle_fetch(ctx, request):
     version = ctx.api_version
@@ -391,11 +421,14 @@ async def handle_fetch(ctx, request):
     # sessionless (v4-6, or session 0 with epoch -1: librdkafka, aiokafka): the hot path, no cache
     max_wait_ms = min(max(request.max_wait_ms, 0), ctx.broker.config.value_of("fetch.max.wait.ms"))
     deadline = trio.current_time() + max_wait_ms / 1000
+    cap = quota_cap(ctx, replica_id)
     while True:
-        responses, total, errors = build_response(ctx, request, replica_id, read_committed, gate)
+        responses, total, errors = build_response(ctx, request, replica_id, read_committed, gate, cap)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await park(ctx, waited_partitions(responses), deadline, replica_id >= 0)
+    if cap is not None and (throttle := charge_quota(ctx, total)):
+        return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
     if ctx.broker.metrics is not None and replica_id < 0:
         ctx.broker.metrics.fetched(responses)
     materialize(responses)
@@ -411,16 +444,21 @@ async def session_fetch(ctx, request, replica_id: int, read_committed: bool,
                 "responses": []}
     deadline = deadline_of(ctx, request)
     incremental = type(context) is Incremental
+    cap = quota_cap(ctx, replica_id)
     while True:
         if incremental:
             read, total, errors = build_incremental(ctx, request, context.session, replica_id, read_committed,
-                                                    gate)
+                                                    gate, cap)
         else:
-            responses, total, errors = build_response(ctx, request, replica_id, read_committed, gate)
+            responses, total, errors = build_response(ctx, request, replica_id, read_committed, gate, cap)
         if total >= max(request.min_bytes, 1) or errors or trio.current_time() >= deadline:
             break
         await park(ctx, session_partitions(context.session) if incremental else waited_partitions(responses),
                    deadline, replica_id >= 0)
+    if cap is not None and (throttle := charge_quota(ctx, total)):
+        # Kafka's getThrottledResponse: nothing read; a full fetch opens no session
+        return {"throttle_time_ms": throttle, "error_code": 0,
+                "session_id": context.session.id if incremental else 0, "responses": []}
     session_id = 0
     if incremental:
         session_id = context.session.id

@@ -11,6 +11,7 @@ its name withheld.  CreatePartitions needs ALTER on each topic.
 from __future__ import annotations
 
 from kwire.admin.acls import AclOperation, ResourceType
+from kwire.admin.quotas import CONTROLLER_MUTATION_RATE, principal_user
 from kwire.admin.describe import describe_topic
 from kwire.admin.topic_config import validate_topic_configs
 from kwire.admin.topics import validate_topic_name
@@ -18,6 +19,30 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
+
+
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def mutation_quota(ctx, strict_since: int):
+    """The controller_mutation_rate quota this request draws on (KIP-599), None when there is
+    none: strict (a topic over the quota is refused THROTTLING_QUOTA_EXCEEDED) from
+    ``strict_since``, older versions are only throttled."""
+    quotas = ctx.broker.quotas
+    if not quotas.active:
+        return None
+    return quotas.enforcer.mutation_quota(principal_user(ctx.principal), ctx.client_id or "",
+                                          ctx.api_version >= strict_since, ctx.broker.clock.now_ms())
+
+
+def mutation_throttle(ctx, quota) -> int:
+    """The request's throttle from its mutation quota (the connection mutes for it)."""
+    if quota is None or quota.throttle_ms <= 0:
+        return 0
+    ctx.broker.quotas.enforcer.throttled(CONTROLLER_MUTATION_RATE, principal_user(ctx.principal),
+                                         ctx.client_id or "", quota.throttle_ms)
+    ctx.throttle_ms = max(ctx.throttle_ms, quota.throttle_ms)
+    return quota.throttle_ms
 
 
 def plan_topic(ctx, t) -> tuple[int, dict[str, str]]:
@@ -77,12 +102,15 @@ def hide_configs(entry: dict) -> dict:
 async def handle_create_topics(ctx, request):
     results = []
     refused, undescribable = create_acls(ctx, request) if ctx.broker.acls.enabled else ((), ())
+    quota = mutation_quota(ctx, 6)
     for t in request.topics:
         if t.name in refused:
             results.append(refused_creation(t.name, t.name in undescribable))
             continue
         try:
             partitions, configs = plan_topic(ctx, t)
+            if quota is not None and not request.validate_only and not quota.record(partitions):
+                raise KafkaApiError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             admin = ctx.broker.topic_admin      # kwire.services.topic_admin
             topic_id = await admin.create(t, partitions, configs, request.validate_only, request.timeout_ms)
             entry = created_entry(ctx, t.name, topic_id, partitions, configs, admin.replication_factor(t))
@@ -91,7 +119,7 @@ async def handle_create_topics(ctx, request):
             results.append({"name": t.name, "topic_id": None, "error_code": int(exc.code),
                             "error_message": exc.message, "num_partitions": -1,
                             "replication_factor": -1, "configs": None})
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": mutation_throttle(ctx, quota), "topics": results}
 
 
 def delete_refusals(ctx, wanted: list[tuple]) -> dict[int, dict]:
@@ -128,11 +156,21 @@ async def handle_delete_topics(ctx, request):
     else:
         wanted = [(name, None) for name in request.topic_names]
     refusals = delete_refusals(ctx, wanted) if ctx.broker.acls.enabled else {}
+    quota = mutation_quota(ctx, 5) if ctx.broker.config.delete_topic_enable else None
+    if quota is not None:
+        logs = ctx.broker.logs
+        for i, (name, topic_id) in enumerate(wanted):
+            topic = logs.get(name) if name is not None else logs.topics_by_id.get(topic_id)
+            if i in refusals or topic is None:
+                continue
+            if not quota.record(len(topic.partitions)):
+                refusals[i] = {"name": name, "topic_id": topic_id,
+                               "error_code": int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), "error_message": THROTTLED}
     responses = await ctx.broker.topic_admin.delete(wanted, refusals, request.timeout_ms)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"throttle_time_ms": mutation_throttle(ctx, quota), "responses": responses}
 
 
-async def grow_one(ctx, t, validate_only: bool) -> dict:
+async def grow_one(ctx, t, validate_only: bool, quota=None) -> dict:
     try:
         topic = ctx.broker.logs.get(t.name)
         if topic is None:
@@ -144,6 +182,8 @@ async def grow_one(ctx, t, validate_only: bool) -> dict:
                                 f"equal to the requested {t.count}.")
         admin = ctx.broker.topic_admin
         admin.check_replication(1, t.assignments)
+        if quota is not None and not validate_only and not quota.record(t.count - current):
+            raise KafkaApiError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
         if not validate_only:
             await admin.add_partitions(t.name, t.count, t.assignments)
         return {"name": t.name, "error_code": 0, "error_message": None}
@@ -156,6 +196,8 @@ async def handle_create_partitions(ctx, request):
     refused = ()
     if ctx.broker.acls.enabled:
         refused = authz.unauthorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in request.topics))
-    return {"throttle_time_ms": 0, "results": [
+    quota = mutation_quota(ctx, 3)
+    results = [
         {"name": t.name, "error_code": int(authz.TOPIC_DENIED), "error_message": "The topic authorization is failed."}
-        if t.name in refused else await grow_one(ctx, t, request.validate_only) for t in request.topics]}
+        if t.name in refused else await grow_one(ctx, t, request.validate_only, quota) for t in request.topics]
+    return {"throttle_time_ms": mutation_throttle(ctx, quota), "results": results}

@@ -84,6 +84,9 @@ class BrokerCollector(Collector):
         yield from log_families(broker)
         yield from group_families(broker)
         yield from consumer_group_families(broker)
+        quotas = getattr(broker, "quotas", None)
+        if quotas is not None:
+            yield from quota_families(quotas.enforcer, broker.clock.now_ms())
 
 
 def topic_families(metrics):
@@ -233,6 +236,34 @@ def consumer_group_families(broker):
             current_sum.add_metric([group_id, topic_name], offset_total)
             lag_sum.add_metric([group_id, topic_name], lag_total)
     return current, lag, current_sum, lag_sum, members
+
+
+# Kafka's quota sensors (kafka.server:type=Produce|Fetch|Request|ControllerMutation,user,client-id),
+# by quota key: (family prefix, name of the rate)
+_QUOTA_FAMILIES = {"producer_byte_rate": ("kafka_server_produce_", "byte_rate"),
+                   "consumer_byte_rate": ("kafka_server_fetch_", "byte_rate"),
+                   "request_percentage": ("kafka_server_request_", "request_time"),
+                   "controller_mutation_rate": ("kafka_server_controllermutation_", "mutation_rate")}
+
+
+def quota_families(enforcer, now_ms: int):
+    """Per client (the quota's user and client-id tags) and quota type: the measured rate, the
+    throttle time served (ms, a counter) and the throttled responses."""
+    for key, sensors in enforcer.sensors.items():
+        if not sensors:
+            continue
+        prefix, rate_name = _QUOTA_FAMILIES[key]
+        labels = ["user", "client_id"]
+        rate = GaugeMetricFamily(prefix + rate_name, f"{key}: the rate measured over the quota window", labels=labels)
+        throttle = CounterMetricFamily(prefix + "throttle_time_ms", f"{key}: throttle time served, in ms", labels=labels)
+        throttled = CounterMetricFamily(prefix + "throttled", f"{key}: responses throttled", labels=labels)
+        for (user, client_id), sensor in list(sensors.items()):
+            rate.add_metric([user, client_id], sensor.rate.measure(now_ms))
+            throttle.add_metric([user, client_id], sensor.throttle_ms_total)
+            throttled.add_metric([user, client_id], sensor.throttled)
+        yield rate
+        yield throttle
+        yield throttled
 
 
 def registry_for(broker) -> CollectorRegistry:

@@ -39,6 +39,7 @@ from kwire.security.scram_store import ScramService
 from kwire.services.group_configs import FileGroupConfigStore
 from kwire.services.groups import GroupService
 from kwire.services.partitions import LocalPartitions
+from kwire.services.quotas import QuotaService
 from kwire.services.topic_admin import LocalTopicAdmin
 from kwire.services.topology import LocalTopology
 from kwire.services.share_state import LocalShareStates
@@ -105,6 +106,7 @@ class Broker:
                                   FileGroupConfigStore(config.log_dirs[0]))
         self.acls = AclService(config, config.log_dirs[0])
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
+        self.quotas = QuotaService(config, config.log_dirs[0])   # client quotas (single node: a file)
         self.broker_configs = BrokerConfigService(self, FileBrokerConfigStore(config.log_dirs[0]))
 
     def _build_cluster(self, config: BrokerConfig) -> None:
@@ -130,6 +132,8 @@ class Broker:
         # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
         self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
                                     log_dir=config.log_dirs[0])
+        from kwire.cluster.quota_store import ZkQuotaService      # client quotas: ZooKeeper, like the users
+        self.quotas = ZkQuotaService(config, self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000)
 
     @property
     def cluster_id(self) -> str:
@@ -140,6 +144,7 @@ class Broker:
         self.logs.open(self.clock.now_ms())
         self.acls.load()
         self.scram.load()
+        self.quotas.load()
         if self.cluster is None:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
             self.transactions.load()

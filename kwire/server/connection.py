@@ -35,6 +35,7 @@ import trio
 
 from kwire.admin.acl_operations import cluster_gate
 from kwire.admin.acls import host_address
+from kwire.admin.quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, principal_user
 from kwire.codecs import messages
 from kwire.codecs.errors import CloseConnection, CorruptFrame, ErrorCode, KafkaApiError
 from kwire.codecs.framing import SIZE, FrameBuffer, frame_response, parse_request_header
@@ -74,6 +75,13 @@ RECEIVE_TLS_BYTES = 4 << 20       # plaintext asked of a TLS stream per read, at
 # Responses a connection may owe (deferred or queued behind one) before it stops reading
 # requests: beyond it, TCP pushes back on the client as with one request in flight.
 MAX_PIPELINED = 8
+# Client quotas: requests never charged to a client's request_percentage (Kafka's exempt ones:
+# inter-broker and authentication), and the first version of each API whose clients throttle
+# themselves on throttle_time_ms (KIP-219); below it the broker delays the response instead.
+QUOTA_EXEMPT_APIS = frozenset({4, 5, 6, 7, 17, 18, 36, 56, 57, 63, 67})
+CLIENT_THROTTLES_SINCE = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2,
+                          16: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 1, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1,
+                          30: 1, 31: 1, 32: 1, 33: 1, 35: 1, 37: 1}
 
 
 class _Owed:
@@ -109,6 +117,7 @@ class Connection:
         self.peer = peer_name(stream)
         self.host = host_address(self.peer.rpartition(":")[0].strip("[]") or "127.0.0.1")
         self.sasl = None
+        self.mute_ms = 0                              # client quotas: how long to stop reading
         if listener.sasl_mechanisms is not None:     # nothing but SASL until authenticated
             self.sasl = SaslSession(listener)
             self.frames.max_size = min(self.frames.max_size, listener.sasl_max_bytes)
@@ -244,6 +253,7 @@ class Connection:
                 return
             if self.sasl is not None and self.sasl.gated and await self.serve_sasl(frame):
                 continue
+            size = len(frame)
             decoded = self.decode_frame(frame)
             del frame      # the decoded request no longer needs the frame's buffer
             try:
@@ -252,9 +262,16 @@ class Connection:
                 else:
                     if decoded[0].api_key not in HOLDS_RECORDS:
                         self.release_budget()
-                    parts = await self.handle_request(*decoded)
+                    parts = await self.handle_request(*decoded, size=size)
             finally:
                 self.release_budget()
+            mute_s = 0.0
+            if self.mute_ms:       # a quota was exceeded (kwire.services.quotas)
+                mute_s, self.mute_ms = self.mute_ms / 1000, 0
+                header = decoded[0]
+                if header.api_version < CLIENT_THROTTLES_SINCE.get(header.api_key, 0):
+                    await trio.sleep(mute_s)      # an older client: its response is delayed instead
+                    mute_s = 0.0
             if type(parts) is Deferred:
                 owed = _Owed(done=trio.Event())
                 self._nursery.start_soon(self._complete, owed, parts)
@@ -263,6 +280,8 @@ class Connection:
                 self._owe(_Owed(parts))
             elif parts is not None:
                 await self.send_parts(parts)
+            if mute_s:             # KIP-219: answered at once, then the channel is muted
+                await trio.sleep(mute_s)
 
     async def serve_sasl(self, frame: bytearray) -> bool:
         """A frame on a connection whose SASL session needs a look first (kwire.security.sasl_session):
@@ -405,11 +424,12 @@ class Connection:
         request = messages.decode_request(header.api_key, header.api_version, frame, header.body_offset)
         return header, handler, request
 
-    async def handle_request(self, header, handler, request) -> list | Deferred | None:
+    async def handle_request(self, header, handler, request, size: int = 0) -> list | Deferred | None:
         """The response parts (None: no response), or a Deferred whose ``complete()``
-        returns them."""
+        returns them.  ``size``: the request's frame size (what a produce quota counts)."""
         metrics, request_log = self.broker.metrics, self.broker.request_log
         started = perf_counter() if metrics is not None or request_log is not None else 0.0
+        quota_started = perf_counter() if self.broker.quotas.active else 0.0
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
                              self.principal, self.sasl, self.host)
@@ -422,8 +442,9 @@ class Connection:
                 self.check_cluster_acls(header)
             return await handler.func(ctx, request)
         fields = await self.answer(header, request, call)
+        throttle = self.quota_throttle(ctx, request, fields, quota_started, size) if quota_started else 0
         if type(fields) is Deferred:
-            return Deferred(functools.partial(self.complete_deferred, header, request, fields, started))
+            return Deferred(functools.partial(self.complete_deferred, header, request, fields, started, throttle))
         parts = None if fields is None else self.encode_response(header, request, fields)
         if metrics is not None:
             metrics.request_done(header.api_key, header.api_version, started, request)
@@ -444,8 +465,39 @@ class Connection:
                         ErrorCode(code).name)
             raise KafkaApiError(ErrorCode(code), "Cluster authorization failed.")
 
-    async def complete_deferred(self, header, request, deferred: Deferred, started: float = 0.0) -> list | None:
+    def quota_throttle(self, ctx, request, fields, started: float, size: int) -> int:
+        """Client quotas after a request was handled (Kafka's KafkaApis and ClientQuotaManager):
+        charge its produce bytes and its handling time, take the longest throttle of those and
+        of the handler's own (a fetch's bytes, a controller mutation), put it in the response's
+        throttle_time_ms and mute the connection for it.  Returns the throttle in ms."""
+        enforcer = self.broker.quotas.enforcer
+        user, client_id = principal_user(self.principal), ctx.client_id or ""
+        now_ms = self.broker.clock.now_ms()
+        api_key = ctx.api_key
+        throttle, cause = ctx.throttle_ms, None
+        if api_key == 0:
+            produce_ms = enforcer.record(PRODUCER_BYTE_RATE, user, client_id, size, now_ms)
+            if produce_ms > throttle:
+                throttle, cause = produce_ms, PRODUCER_BYTE_RATE
+        if api_key not in QUOTA_EXEMPT_APIS and not (api_key == 1 and _follower_fetch(request, ctx.api_version)):
+            busy_s = max(0.0, perf_counter() - started - ctx.waited_s)
+            request_ms = enforcer.record(REQUEST_PERCENTAGE, user, client_id, busy_s * 100.0, now_ms)
+            if request_ms > throttle:
+                throttle, cause = request_ms, REQUEST_PERCENTAGE
+        if throttle <= 0:
+            return 0
+        if cause is not None:            # the handler counted its own
+            enforcer.throttled(cause, user, client_id, throttle)
+        if type(fields) is dict and "throttle_time_ms" in fields:
+            fields["throttle_time_ms"] = max(fields["throttle_time_ms"] or 0, throttle)
+        self.mute_ms = max(self.mute_ms, throttle)
+        return throttle
+
+    async def complete_deferred(self, header, request, deferred: Deferred, started: float = 0.0,
+                                throttle: int = 0) -> list | None:
         fields = await self.answer(header, request, deferred.complete)
+        if throttle and type(fields) is dict and "throttle_time_ms" in fields:
+            fields["throttle_time_ms"] = max(fields["throttle_time_ms"] or 0, throttle)
         parts = None if fields is None else self.encode_response(header, request, fields)
         if self.broker.metrics is not None:
             self.broker.metrics.request_done(header.api_key, header.api_version, started, request)
@@ -492,6 +544,12 @@ class Connection:
         if fields is None:
             raise CorruptFrame(f"{messages.api_name(api_key)} failed with {code.name}: {message}")
         return fields
+
+
+def _follower_fetch(request, version: int) -> bool:
+    """Whether a Fetch is a follower's (exempt from client quotas, as in Kafka)."""
+    state = request.replica_id if version < 15 else getattr(request.replica_state, "replica_id", -1)
+    return state is not None and state >= 0
 
 
 def peer_name(stream) -> str:

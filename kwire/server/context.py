@@ -33,6 +33,10 @@ class RequestContext:
     principal: str = ANONYMOUS           # who the connection proved to be (TLS, SASL)
     sasl: SaslSession | None = None      # the connection's SASL state on a SASL listener
     host: str = "127.0.0.1"              # the client's address as ACL hosts name it
+    # client quotas (kwire.services.quotas): a handler's throttle in ms (a byte-rate or mutation
+    # quota exceeded), and the time it spent parked (not counted as request time)
+    throttle_ms: int = 0
+    waited_s: float = 0.0
 
     def allowed(self, operation, resource_type, name: str) -> bool:
         """Whether the ACLs let this connection's principal do ``operation`` (an
