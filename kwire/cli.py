@@ -62,6 +62,7 @@ DELEGATED = {
     "consume": ("kwire.tools.console:consumer_main", "the console consumer: records printed as lines or JSON (kafka-console-consumer.sh)"),
     "perf": ("kwire.tools.perf", "produce or consume throughput and latency (kafka-producer/consumer-perf-test.sh)"),
     "acls": ("kwire.tools.acls", "list, add or remove ACLs (kafka-acls.sh)"),
+    "reassign": ("kwire.tools.reassign", "move partition replicas between brokers, drain a broker (kafka-reassign-partitions.sh)"),
     "quotas": ("kwire.tools.quotas", "describe or alter client quotas (kafka-configs.sh --entity-type users|clients)"),
     "users": ("kwire.tools.users", "set, delete or describe SCRAM users (kafka-configs.sh --entity-type users; alias: scram)"),
 }
