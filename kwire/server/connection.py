@@ -75,10 +75,12 @@ RECEIVE_TLS_BYTES = 4 << 20       # plaintext asked of a TLS stream per read, at
 # Responses a connection may owe (deferred or queued behind one) before it stops reading
 # requests: beyond it, TCP pushes back on the client as with one request in flight.
 MAX_PIPELINED = 8
-# Client quotas: requests never charged to a client's request_percentage (Kafka's exempt ones:
-# inter-broker and authentication), and the first version of each API whose clients throttle
-# themselves on throttle_time_ms (KIP-219); below it the broker delays the response instead.
-QUOTA_EXEMPT_APIS = frozenset({4, 5, 6, 7, 17, 18, 36, 56, 57, 63, 67})
+
+# Client quotas: requests never charged to a client's request_percentage (Kafka's cluster-action
+# APIs, WriteTxnMarkers from a transaction coordinator included, and authentication), and the
+# first version of each API whose clients throttle themselves on throttle_time_ms (KIP-219);
+# below it the broker delays the response instead.
+QUOTA_EXEMPT_APIS = frozenset({4, 5, 6, 7, 17, 18, 27, 36, 56, 57, 58, 62, 63, 67})
 CLIENT_THROTTLES_SINCE = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2,
                           16: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 1, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1,
                           30: 1, 31: 1, 32: 1, 33: 1, 35: 1, 37: 1}
