@@ -63,7 +63,9 @@ def stop_the_jvm() -> None:
     if proc is not None and proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(15)
+            # its shutdown hooks can hang on a Kafka producer still retrying the stopped broker:
+            # in CI this wait used to run out its 15 s at the end of every session
+            proc.wait(3)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
