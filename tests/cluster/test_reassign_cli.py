@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
+from tests.support.cluster_state import controller_of, create, local_bytes, topic_znode
+from tests.support.counting import (join_producer, produce_in_background, read_all, tally,
                                     total, wait_acknowledged, wait_for)
 
 pytestmark = pytest.mark.clients
@@ -36,38 +36,12 @@ def reassign(cluster, *argv: str, timeout: float = 60, command_config=None) -> s
     return run
 
 
-def topic_znode(cluster, topic: str) -> dict:
-    from kazoo.client import KazooClient
-    zk = KazooClient(cluster.zookeeper.connect)
-    zk.start(timeout=10)
-    try:
-        return json.loads(zk.get(f"/brokers/topics/{topic}")[0])
-    finally:
-        zk.stop()
 
 
-def controller_of(cluster) -> int:
-    from kazoo.client import KazooClient
-    zk = KazooClient(cluster.zookeeper.connect)
-    zk.start(timeout=10)
-    try:
-        return json.loads(zk.get("/controller")[0])["brokerid"]
-    finally:
-        zk.stop()
 
 
-def create(cluster, name: str, assignment: list[list[int]]) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
-    wait_for(lambda: all(len(s["isr"]) == len(assignment[p])
-                         for p, s in partition_states(cluster.zookeeper.connect, name).items()), 30, "full ISRs")
 
 
-def local_bytes(cluster, broker: int, topic: str, partition: int) -> int:
-    path = os.path.join(cluster.data_dir, f"broker-{broker}", "logs", f"{topic}-{partition}")
-    if not os.path.isdir(path):
-        return 0
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
 
 
 def dynamic_configs(cluster, resources: list[ConfigResource]) -> dict[str, dict[str, str]]:

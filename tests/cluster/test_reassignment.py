@@ -7,42 +7,25 @@ records are all there, once each.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
+from tests.support.cluster_state import controller_of, create, local_bytes, topic_znode
 from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
                                     total, wait_acknowledged, wait_for)
 
 pytestmark = pytest.mark.clients
 
 
-def topic_znode(cluster, topic: str) -> dict:
-    from kazoo.client import KazooClient
-    zk = KazooClient(cluster.zookeeper.connect)
-    zk.start(timeout=10)
-    try:
-        return json.loads(zk.get(f"/brokers/topics/{topic}")[0])
-    finally:
-        zk.stop()
 
 
-def create(cluster, name: str, assignment: list[list[int]]) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
-    wait_for(lambda: all(len(s["isr"]) == len(assignment[p])
-                         for p, s in partition_states(cluster.zookeeper.connect, name).items()), 30, "full ISRs")
 
 
-def local_bytes(cluster, broker: int, topic: str, partition: int) -> int:
-    """The bytes of the partition's segment files in broker ``broker``'s log dir."""
-    path = os.path.join(cluster.data_dir, f"broker-{broker}", "logs", f"{topic}-{partition}")
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
 
 
 def settled(cluster, topic: str, targets: dict[int, list[int]]) -> bool:
@@ -84,14 +67,6 @@ def test_kafka_python_moves_replicas_while_a_producer_writes_and_loses_nothing(c
     assert counts["acknowledged"] == 20000, counts
 
 
-def controller_of(cluster) -> int:
-    from kazoo.client import KazooClient
-    zk = KazooClient(cluster.zookeeper.connect)
-    zk.start(timeout=10)
-    try:
-        return json.loads(zk.get("/controller")[0])["brokerid"]
-    finally:
-        zk.stop()
 
 
 def test_a_stuck_reassignment_is_listed_and_cancelled_and_bad_targets_are_refused(cluster_factory):

@@ -1,0 +1,44 @@
+"""What a cluster test reads about partitions: ZooKeeper's topic znode and controller, a topic
+created with a given assignment, the bytes of a replica's segment files."""
+from __future__ import annotations
+
+import json
+import os
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.counting import partition_states, wait_for
+
+
+def znode_json(cluster, path: str) -> dict:
+    from kazoo.client import KazooClient
+    zk = KazooClient(cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        return json.loads(zk.get(path)[0])
+    finally:
+        zk.stop()
+
+
+def topic_znode(cluster, topic: str) -> dict:
+    return znode_json(cluster, f"/brokers/topics/{topic}")
+
+
+def controller_of(cluster) -> int:
+    return znode_json(cluster, "/controller")["brokerid"]
+
+
+def create(cluster, name: str, assignment: list[list[int]]) -> None:
+    """The topic with these replicas per partition, once every ISR is full."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
+    wait_for(lambda: all(len(s["isr"]) == len(assignment[p])
+                         for p, s in partition_states(cluster.zookeeper.connect, name).items()), 30, "full ISRs")
+
+
+def local_bytes(cluster, broker: int, topic: str, partition: int) -> int:
+    """The bytes of the partition's segment files in broker ``broker``'s log dir (0: none)."""
+    path = os.path.join(cluster.data_dir, f"broker-{broker}", "logs", f"{topic}-{partition}")
+    if not os.path.isdir(path):
+        return 0
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
