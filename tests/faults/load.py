@@ -48,6 +48,14 @@ CONFLUENT_COMMON = {"socket.timeout.ms": 10000, "retry.backoff.ms": 100, "topic.
 PRODUCER_COMMON = {**CONFLUENT_COMMON, "request.timeout.ms": 5000}
 
 
+def _offset(msg) -> int:
+    """A librdkafka delivery report's offset, -1 when it has none: an idempotent producer reports
+    a message whose request timed out as delivered, without an offset, once a later one succeeded
+    (the broker then holds it, librdkafka's "persisted" status)."""
+    offset = msg.offset()
+    return -1 if offset is None or offset < 0 else offset
+
+
 class _Client(threading.Thread):
     """A client thread: ``errors`` keeps what escaped its loop (a bug in the suite, reported)."""
 
@@ -102,7 +110,7 @@ class ConfluentWriter(_Client):
 
     def _delivered(self, writer: int, seq: int, err, msg) -> None:
         if err is None:
-            self.load.history.acks.append(Ack(writer, IDEMPOTENT, seq, msg.partition(), msg.offset()))
+            self.load.history.acks.append(Ack(writer, IDEMPOTENT, seq, msg.partition(), _offset(msg)))
 
     def loop(self) -> None:
         writer, producer = self._new()
@@ -196,7 +204,7 @@ class TransactionalWriter(_Client):
 
         def delivered(s, err, msg):
             if err is None:
-                load.history.acks.append(Ack(writer, TRANSACTIONAL, s, msg.partition(), msg.offset(), txn))
+                load.history.acks.append(Ack(writer, TRANSACTIONAL, s, msg.partition(), _offset(msg), txn))
         try:
             producer.begin_transaction()
             for s in range(seq, seq + size):
