@@ -82,6 +82,8 @@ INT32_MAX = 2**31 - 1
 class PartitionLog(ReplicaLog, TransactionalLog, DurableLog, TrimmingLog):
     """Append, read, search and trim the log of one partition."""
 
+    absent = False          # held here (kwire.log.manager.AbsentReplica: not)
+
     def __init__(self, path: str, config: LogConfig):
         self.path = path
         self.config = config

@@ -257,13 +257,17 @@ class ClusterNode:
             if not fetcher.partitions:
                 fetcher.cancel_scope.cancel()
                 del self.fetchers[source]
-        await reassignment.drop_unreplicated(self, snap)
+        # the coordinators first let go of what this broker no longer leads, then its logs go
         self.broker.groups_follow_leadership(self)
+        await reassignment.drop_unreplicated(self, snap)
 
     async def _apply_partition(self, tp, plog, state, replicas, wanted_fetch) -> None:
         # Under the partition's lock: a follower's truncation in a worker thread finishes first,
         # and once this broker leads, no fetcher of the partition may truncate or append.
         async with self.replicas.lock(tp):
+            if plog.absent:          # not a replica, or its log could not be created (_materialize)
+                self.replicas.stop_leading(tp)
+                return
             if state.leader == self.node_id:
                 for fetcher in self.fetchers.values():
                     fetcher.forget(tp)
@@ -294,18 +298,41 @@ class ClusterNode:
         wanted_fetch.setdefault(key, set()).add(tp)
 
     async def _materialize(self, name: str, meta, configs: dict[str, str]) -> None:
+        """The topic known locally, with a log for each partition this broker replicates (the
+        others absent, as Kafka's brokers hold only their replicas; ``reassignment.
+        drop_unreplicated`` deletes the logs of those it stops replicating)."""
         logs = self.broker.logs
         topic = logs.get(name)
         now = self.broker.clock.now_ms()
+        held = {p for p, replicas in meta.assignment.items() if self.node_id in replicas}
         if topic is None:
             await blocking.create_topic(logs, name, len(meta.assignment), configs, now_ms=now,
                                         internal=name in INTERNAL_TOPICS, exist_ok=True,
-                                        topic_id=meta.topic_id)
+                                        topic_id=meta.topic_id, held=held)
             return
         if len(meta.assignment) > len(topic.partitions):
-            await blocking.add_partitions(logs, name, len(meta.assignment), now_ms=now)
+            await blocking.add_partitions(logs, name, len(meta.assignment), now_ms=now, held=held)
         if configs != topic.configs:
             await blocking.run_blocking(logs.set_topic_configs, name, configs)
+        for p in sorted(held):
+            if p < len(topic.partitions) and topic.partitions[p].absent:
+                await self._open_replica(topic, p)
+
+    async def _open_replica(self, topic, p: int) -> None:
+        """A new, empty log for a partition this broker has just become a replica of (a
+        reassignment added it, or its folder was lost): it then copies from the leader.  A
+        log that cannot be created (a full disk) is left absent, tried again at the next
+        reconciliation."""
+        logs = self.broker.logs
+        async with self.replicas.lock((topic.name, p)):
+            plog = await blocking.run_blocking(logs.open_replica, topic, p, self.broker.clock.now_ms())
+            if plog.offline:
+                logger.error("%s-%d: cannot create the local replica: %s", topic.name, p,
+                             plog.health.offline_reason)
+            elif logs.install_replica(topic, p, plog):
+                logger.info("%s-%d: created the local replica", topic.name, p)
+                return
+        await blocking.run_blocking(plog.delete)
 
     async def _drop_topic(self, name: str) -> None:
         topic = self.broker.logs.get(name)

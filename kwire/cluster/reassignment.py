@@ -6,8 +6,9 @@
 * The controller (``control``) completes reassignments whose target replicas are all in
   the ISR, sets right the states a cancellation left pointing outside the replica set,
   and turns the entries of ``/admin/reassign_partitions`` into reassignments.
-* Every broker (``drop_unreplicated``) empties its copy of each partition it no longer
-  replicates, once it neither leads nor follows it.
+* Every broker (``drop_unreplicated``) deletes its log of each partition it no longer
+  replicates, once it neither leads nor follows it (it creates the log of one it starts
+  replicating: ``ClusterNode._materialize``).
 """
 from __future__ import annotations
 
@@ -137,27 +138,26 @@ async def control(node, snap, view, skip: set[TopicPartition]) -> bool:
 
 
 async def drop_unreplicated(node, snap) -> None:
-    """Empty this broker's copy of every partition it is not a replica of (any more), once it
-    does not lead it: Kafka's StopReplica with delete after a reassignment removed it."""
+    """Delete this broker's log of every partition it is not a replica of (any more), once it
+    does not lead it: Kafka's StopReplica with delete after a reassignment removed it.  The
+    partition stays known, absent (kwire.log.manager.AbsentReplica)."""
     logs = node.broker.logs
     for name, meta in snap.topics.items():
         topic = logs.get(name)
         if topic is None:
             continue
         for p, replicas in meta.assignment.items():
-            if node.node_id in replicas or p >= len(topic.partitions):
+            if node.node_id in replicas or p >= len(topic.partitions) or topic.partitions[p].absent:
                 continue
-            plog = topic.partitions[p]
             tp = (name, p)
-            if (plog.log_end_offset == 0 and plog.log_start_offset == 0) or node.replicas.leader(tp) is not None:
+            if node.replicas.leader(tp) is not None:
                 continue
             async with node.replicas.lock(tp):
                 for fetcher in node.fetchers.values():
                     fetcher.forget(tp)
-                try:
-                    await blocking.run_blocking(plog.truncate_fully_and_start_at, 0)
-                except KafkaApiError as exc:
-                    logger.warning("%s-%d: the copy of a partition this broker no longer replicates was "
-                                   "not deleted: %s", name, p, exc)
-                    continue
-            logger.info("%s-%d: deleted the local copy (broker %d is no longer a replica)", name, p, node.node_id)
+                node.broker.log_dir_mover.cancel(tp)
+                plog = logs.detach_replica(name, p)
+            if plog is None:
+                continue
+            await blocking.run_blocking(plog.delete)
+            logger.info("%s-%d: deleted the local replica (broker %d is no longer a replica)", name, p, node.node_id)

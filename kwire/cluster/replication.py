@@ -194,6 +194,9 @@ class ReplicaManager:
         """The leader state of ``tp``.  As Kafka's Partition: the client's epoch is checked
         against the epoch this broker knows (leader or follower) first, then leadership.
         Raises KafkaApiError(FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER)."""
+        if plog.absent:                 # no replica here: Kafka answers without looking at epochs
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                f"this broker holds no replica of {tp[0]}-{tp[1]}")
         if current_leader_epoch is not None and current_leader_epoch >= 0:
             if current_leader_epoch < plog.leader_epoch:
                 raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)

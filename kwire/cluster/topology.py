@@ -125,11 +125,11 @@ class ClusterTopology:
         return snap is not None and name in snap.topics
 
     def replica_error(self, topic: str, partition: int, plog) -> ErrorCode | None:
-        # every broker materializes every topic: only a replica's log holds producer state
+        # only a replica's log holds producer state
         replicas = self.cluster.snapshot.topics[topic].assignment.get(partition)
         if replicas is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if plog is None or self.cluster.node_id not in replicas:
+        if plog is None or plog.absent or self.cluster.node_id not in replicas:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None
 

@@ -66,7 +66,7 @@ def dir_entries(logs, mover, wanted: dict[str, set[int]] | None) -> dict[str, li
         if wanted is not None and topic.name not in wanted:
             continue
         for i, plog in enumerate(topic.partitions):
-            if wanted is not None and i not in wanted[topic.name]:
+            if plog.absent or (wanted is not None and i not in wanted[topic.name]):
                 continue
             by_dir.setdefault(os.path.dirname(plog.path), {}).setdefault(topic.name, []).append(
                 partition_entry(i, plog))

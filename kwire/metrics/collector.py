@@ -133,13 +133,12 @@ def connection_family(metrics):
 
 
 def hosted_partitions(broker):
-    """(topic, partition, log) of every partition this broker holds a replica of, by topic name.
-    A cluster node keeps a log, maybe empty, of every partition of the cluster; only those of
-    its own assignment (ZooKeeper's, as last applied) count, as in Kafka."""
+    """(topic, partition, log) of every partition this broker holds a replica of, by topic name:
+    of its own assignment (ZooKeeper's, as last applied), as in Kafka, once its log exists."""
     hosts = broker.partitions.hosts       # kwire.services.partitions
     for name, topic in sorted(broker.logs.topics.items()):
         for index, plog in enumerate(topic.partitions):
-            if hosts(name, index):
+            if not plog.absent and hosts(name, index):
                 yield name, index, plog
 
 

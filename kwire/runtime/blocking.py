@@ -89,18 +89,20 @@ def admin_lock(logs) -> trio.Lock:
 
 
 async def create_topic(logs, name: str, num_partitions: int, configs: dict[str, str], *,
-                       now_ms: int, internal: bool = False, exist_ok: bool = False, topic_id=None):
+                       now_ms: int, internal: bool = False, exist_ok: bool = False, topic_id=None,
+                       held=None):
     """``LogManager.create_topic`` with its files written off the Trio thread; the topic becomes
     visible only once whole.  Raises KafkaApiError(KAFKA_STORAGE_ERROR, or TOPIC_ALREADY_EXISTS
     unless ``exist_ok``: then the existing topic is returned).  Cancel-safe: a creation that
-    started completes and is published."""
+    started completes and is published.  ``held``: the partitions this broker replicates
+    (None: all; kwire.log.manager)."""
     async with admin_lock(logs):
         if exist_ok and logs.get(name) is not None:
             return logs.get(name)
         log_dir = logs.pick_dir(name)
         topic = await run_blocking(lambda: logs.write_topic(name, num_partitions, configs, log_dir,
                                                             now_ms=now_ms, internal=internal,
-                                                            topic_id=topic_id))
+                                                            topic_id=topic_id, held=held))
         return logs.publish_topic(topic)
 
 
@@ -111,7 +113,7 @@ async def next_producer_id(logs) -> int:
         return await run_blocking(logs.next_producer_id)
 
 
-async def add_partitions(logs, name: str, total: int, *, now_ms: int):
+async def add_partitions(logs, name: str, total: int, *, now_ms: int, held=None):
     """``LogManager.add_partitions`` with the new logs opened and the count persisted off the
     Trio thread; they become visible together.  Raises KafkaApiError(INVALID_PARTITIONS |
     UNKNOWN_TOPIC_OR_PARTITION).  Cancel-safe like ``create_topic``."""
@@ -119,6 +121,6 @@ async def add_partitions(logs, name: str, total: int, *, now_ms: int):
         topic = logs.get(name)
         if topic is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-        new = await run_blocking(lambda: logs.write_partitions(topic, total, now_ms=now_ms))
+        new = await run_blocking(lambda: logs.write_partitions(topic, total, now_ms=now_ms, held=held))
         topic.partitions.extend(new)
         return topic

@@ -64,8 +64,10 @@ class Broker:
         self.clock = clock or WallClock()
         self.node_id = config.node_id
         # a topic's LogConfig: its overrides over the broker's defaults in force (dynamic ones too)
+        # a cluster broker holds files only for the partitions it replicates (kwire.log.manager)
         self.logs = LogManager(config.log_dirs, lambda overrides: effective_log_config(self.config, overrides),
-                               node_id=config.node_id, cluster_id=config.cluster_id)
+                               node_id=config.node_id, cluster_id=config.cluster_id,
+                               sparse=bool(config.value_of("zookeeper.connect")))
         self.advertised: Endpoint | None = None          # the first listener's
         self.listener_contexts: dict[str, ListenerContext] = {}   # by name: TLS, SASL (as bound)
         self.endpoints: dict[str, Endpoint] = {}          # advertised, by listener name

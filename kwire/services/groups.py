@@ -344,6 +344,8 @@ class GroupService:
             for i, (key, value) in enumerate(items):
                 builder.append(i, timestamp=ts, key=key, value=value, headers=[])
             plog = topic.partitions[p]
+            if plog.absent:            # its replica left this broker (kwire.cluster.reassignment)
+                raise KafkaApiError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{p} is not on this broker")
             result = plog.append(bytes(builder.build()), now_ms=ts, coordinator=producer is not None,
                                  built_here=True)
             if result.needs_flush:

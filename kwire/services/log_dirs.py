@@ -42,7 +42,8 @@ class LogDirMover:
     def alter(self, topic: str, partition: int, dest: str) -> ErrorCode:
         """Move (or keep) ``topic``-``partition`` in log dir ``dest``: NONE,
         LOG_DIR_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION, REPLICA_NOT_AVAILABLE (not a replica
-        here) or KAFKA_STORAGE_ERROR (the partition is offline).  No await."""
+        here: as Kafka, its log is created in ``dest`` if it becomes one) or
+        KAFKA_STORAGE_ERROR (the partition is offline).  No await."""
         logs = self.broker.logs
         dest = os.path.abspath(dest)
         if dest not in logs.log_dirs:
@@ -50,6 +51,9 @@ class LogDirMover:
         plog = logs.partition(topic, partition)
         if plog is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if plog.absent:
+            logs.preferred_dirs[(topic, partition)] = dest
+            return ErrorCode.REPLICA_NOT_AVAILABLE
         if not self.broker.partitions.hosts(topic, partition):
             return ErrorCode.REPLICA_NOT_AVAILABLE
         if plog.offline:
@@ -66,6 +70,12 @@ class LogDirMover:
         scope = self._scopes[tp] = trio.CancelScope()
         self._nursery.start_soon(self._move, tp, move, scope)
         return ErrorCode.NONE
+
+    def cancel(self, tp: TopicPartition) -> None:
+        """Abandon the move of ``tp``, if any (its replica is being deleted)."""
+        scope = self._scopes.get(tp)
+        if scope is not None:
+            scope.cancel()
 
     def future_of(self, plog) -> LogMove | None:
         """The move of ``plog`` in progress, once its copy exists."""

@@ -113,8 +113,8 @@ class PartitionService(Protocol):
         Cancel-safe."""
 
     def hosts(self, topic: str, partition: int) -> bool:
-        """Whether this broker holds a replica of the partition by its assignment (a cluster
-        node keeps a log, maybe empty, of every partition of the cluster)."""
+        """Whether this broker is a replica of the partition by its assignment (a cluster
+        node's log of it exists once the assignment is applied; kwire.log.manager)."""
 
     def leadership(self, topic: str, partition: int) -> tuple[bool, bool]:
         """(this broker leads the partition, its ISR is smaller than its replicas)."""

@@ -295,6 +295,8 @@ class ShareService:
         if not 0 <= partition < len(topic.partitions):
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = topic.partitions[partition]
+        if plog.absent:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is not on this broker")
         try:
             await self.states.load(group_id, topic, topic_id, partition)
         except KafkaApiError as exc:

@@ -1,15 +1,17 @@
 """AlterReplicaLogDirs on three brokers with two log dirs each: the leader's and a follower's
 replica move to their other dir while an acks=all producer writes; nothing acknowledged is
-lost and the replicas stay byte-identical below the high watermark."""
+lost and the replicas stay byte-identical below the high watermark.  A replica a broker does
+not hold yet is answered REPLICA_NOT_AVAILABLE and created in the dir asked for once a
+reassignment adds it, as Kafka does."""
 from __future__ import annotations
 
 import os
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import TopicPartitionReplica
+from kafka import TopicPartition, TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
-from kafka.errors import NoError
+from kafka.errors import NoError, ReplicaNotAvailableError
 
 from kwire.testing.cluster import ClusterProcess
 from tests.faults.replicas import compare_replicas
@@ -31,7 +33,8 @@ def test_the_leaders_and_a_followers_replica_move_dirs_under_acks_all_load(tmp_p
         cluster.start()
         cluster.wait_until_ready()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic("dirs", num_partitions=1, replica_assignment=[[1, 2, 3]])])["dirs"].result(30)
+        admin.create_topics([NewTopic("dirs", num_partitions=1, replica_assignment=[[1, 2, 3]]),
+                             NewTopic("later", num_partitions=1, replica_assignment=[[1, 2]])])["dirs"].result(30)
         wait_for(lambda: len(partition_states(cluster.zookeeper.connect, "dirs")[0]["isr"]) == 3, 30, "a full ISR")
         thread, acked = produce_in_background("confluent", cluster.bootstrap, "dirs", 15000, partitions=1,
                                               pause_every=20, timeout=90)
@@ -44,11 +47,24 @@ def test_the_leaders_and_a_followers_replica_move_dirs_under_acks_all_load(tmp_p
         follower = next(i for i in (1, 2, 3) if i != leader)
         moves = {TopicPartitionReplica("dirs", 0, i): next(d for d in dirs[i] if d != where(i))
                  for i in (leader, follower)}
+        # broker 3 holds no replica of "later": its log goes where asked once it is one, not
+        # into the dir the topic's description is kept in (where it would go otherwise)
+        def described_in(i: int) -> list[str]:
+            return [d for d in dirs[i] if os.path.exists(os.path.join(d, "__kwire_topics", "later.json"))]
+        wait_for(lambda: described_in(3), 20, "broker 3 to know topic later")
+        [home] = described_in(3)
+        asked = next(d for d in dirs[3] if d != home)
+        later = TopicPartitionReplica("later", 0, 3)
         kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         try:
             assert kafka_admin.alter_replica_log_dirs(moves) == {r: NoError for r in moves}
+            assert kafka_admin.alter_replica_log_dirs({later: asked}) == {later: ReplicaNotAvailableError}
+            kafka_admin.alter_partition_reassignments({TopicPartition("later", 0): [1, 2, 3]})
         finally:
             kafka_admin.close()
+        wait_for(lambda: 3 in partition_states(cluster.zookeeper.connect, "later")[0]["isr"], 30,
+                 "broker 3 in the ISR of later-0")
+        assert os.path.isdir(os.path.join(asked, "later-0")) and not os.path.exists(os.path.join(home, "later-0"))
         def moved(broker: int, dest: str) -> bool:
             old = next(x for x in dirs[broker] if x != dest)
             return not os.path.exists(os.path.join(old, "dirs-0")) and \

@@ -15,7 +15,7 @@ from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
-from tests.support.cluster_state import controller_of, create, local_bytes, topic_znode
+from tests.support.cluster_state import controller_of, create, held, local_bytes, topic_znode
 from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
                                     total, wait_acknowledged, wait_for)
 
@@ -43,6 +43,7 @@ def test_kafka_python_moves_replicas_while_a_producer_writes_and_loses_nothing(c
     wait_acknowledged(thread, acked, 1000)
     before = {b: local_bytes(cluster, b, "moving", 0) for b in (1, 2)}
     assert all(before.values()), before
+    assert held(cluster, 3, "moving") == set()        # no replica there yet: no files
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
     try:
         # p0 leaves both its brokers (the leader moves to 3); p1 gains broker 3 and keeps its leader
@@ -58,7 +59,7 @@ def test_kafka_python_moves_replicas_while_a_producer_writes_and_loses_nothing(c
     states = partition_states(cluster.zookeeper.connect, "moving")
     assert states[0]["leader"] == 3 and states[1]["leader"] == 2, states
     # the brokers that left partition 0 deleted their copies; broker 3 holds the data
-    wait_for(lambda: local_bytes(cluster, 1, "moving", 0) == 0 and local_bytes(cluster, 2, "moving", 0) == 0,
+    wait_for(lambda: 0 not in held(cluster, 1, "moving") and 0 not in held(cluster, 2, "moving"),
              20, "the removed replicas' copies to be deleted")
     assert local_bytes(cluster, 3, "moving", 0) > 0
     seen = read_all(cluster.bootstrap, "moving", 2, expected=sum(len(v) for v in acked.values()))

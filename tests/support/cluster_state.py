@@ -42,3 +42,12 @@ def local_bytes(cluster, broker: int, topic: str, partition: int) -> int:
     if not os.path.isdir(path):
         return 0
     return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".log"))
+
+
+def held(cluster, broker: int, topic: str) -> set[int]:
+    """The partitions of ``topic`` with a folder in broker ``broker``'s log dir (a cluster
+    broker holds only its replicas)."""
+    logs = os.path.join(cluster.data_dir, f"broker-{broker}", "logs")
+    prefix = f"{topic}-"
+    return {int(name[len(prefix):]) for name in os.listdir(logs)
+            if name.startswith(prefix) and name[len(prefix):].isdigit()}
