@@ -210,8 +210,11 @@ public final class JcShareConsumer {
         try (KafkaShareConsumer<String, String> consumer = shareConsumer(bootstrap, group)) {
             consumer.subscribe(List.of(topic));
             long deadline = System.currentTimeMillis() + WAIT_MS;
+            // a poll waits for records (it returns as soon as they come): the 4.0 client decides the
+            // acknowledgement mode on its second poll, implicit unless acknowledge() came first, so
+            // the first one must not come back empty
             while (System.currentTimeMillis() < deadline && deliveries.getOrDefault("again", 0) < 2) {
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(10_000))) {
                     int n = deliveries.merge(r.value(), 1, Integer::sum);
                     AcknowledgeType type = AcknowledgeType.ACCEPT;
                     if (r.value().equals("again") && n == 1) {
