@@ -10,8 +10,10 @@ The two JSON documents of Kafka's tool, read and written here:
 Kafka's rules, followed here:
 
 * A reassignment file names each partition once, with a non-empty replica list without
-  duplicates; ``log_dirs`` is optional and, when present, as long as ``replicas``.  kwire
-  moves replicas between brokers only, so a log dir other than ``"any"`` is refused.
+  duplicates; ``log_dirs`` is optional and, when present, as long as ``replicas``: ``"any"``
+  or the absolute log dir the replica on that broker goes to (AlterReplicaLogDirs; a
+  replica the broker does not hold yet is created there).  --verify reports each such
+  replica's move (``log_dir_move_states``, Kafka's messages).
 * --generate proposes, per topic, a fresh assignment over the given brokers with the
   topic's partition count and replication factor (Kafka's assignReplicasToBrokers, here
   kwire.admin.assignment).  Racks count only when every broker has one; some with and some
@@ -37,6 +39,7 @@ from .reassignment import ReplicaAssignment, bytes_to_copy
 
 TopicPartition = tuple[str, int]
 Assignment = dict[TopicPartition, tuple[int, ...]]
+Replica = tuple[str, int, int]              # (topic, partition, broker): Kafka's TopicPartitionReplica
 ANY_LOG_DIR = "any"
 
 
@@ -114,8 +117,15 @@ def parse_broker_list(text: str) -> list[int]:
 def parse_reassignment(text: str) -> Assignment:
     """The target replicas of each partition of a reassignment document, in file order.
     Raises PlanError with Kafka's messages (empty, duplicate partitions or replicas, log_dirs
-    of the wrong length) and for a log dir other than "any"."""
+    of the wrong length or not absolute)."""
+    return parse_reassignment_and_dirs(text)[0]
+
+
+def parse_reassignment_and_dirs(text: str) -> tuple[Assignment, dict[Replica, str]]:
+    """``parse_reassignment`` and the log dir of each replica whose ``log_dirs`` entry is not
+    "any".  Raises PlanError."""
     out: Assignment = {}
+    dirs: dict[Replica, str] = {}
     duplicates = []
     for entry in _entries(_load(text, "reassignment JSON"), "partitions", "reassignment JSON"):
         topic = entry.get("topic")
@@ -130,9 +140,12 @@ def parse_reassignment(text: str) -> Assignment:
         if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
             raise PlanError(f"Size of replicas list {list(replicas)} is different from size of log dirs "
                             f"list {log_dirs} for partition {tp_name(tp)}")
-        if any(d != ANY_LOG_DIR for d in log_dirs):
-            raise PlanError(f'{tp_name(tp)}: log_dirs other than "any" (moves between log directories) '
-                            "are not supported by kwire reassign")
+        for broker, d in zip(replicas, log_dirs):
+            if d == ANY_LOG_DIR:
+                continue
+            if not isinstance(d, str) or not d.startswith("/"):
+                raise PlanError(f'{tp_name(tp)}: log dir {d!r} must be "any" or an absolute path')
+            dirs[(tp[0], tp[1], broker)] = d
         if tp in out:
             duplicates.append(tp)
         out[tp] = replicas
@@ -147,6 +160,43 @@ def parse_reassignment(text: str) -> Assignment:
                 for tp, r in out.items() if len(set(r)) != len(r)]
     if repeated:
         raise PlanError(f"Partition replica lists may not contain duplicate entries: {'. '.join(repeated)}")
+    return out, dirs
+
+
+def replica_name(replica: Replica) -> str:
+    """Kafka's TopicPartitionReplica.toString: ``topic-partition-broker``."""
+    return f"{replica[0]}-{replica[1]}-{replica[2]}"
+
+
+def log_dir_move_states(wanted: Mapping[Replica, str],
+                        found: Mapping[int, Mapping[TopicPartition, tuple[str | None, str | None]] | None]
+                        ) -> dict[Replica, tuple[bool, str]]:
+    """--verify for the replicas whose log dir the file names: {replica: (still moving, Kafka's
+    line)}; as Kafka, only a move under way counts as moving (a missing replica does not).  ``found[broker]`` maps each partition the broker holds to (its log dir, the dir
+    of its future replica or None); None for a broker that did not answer."""
+    out = {}
+    for replica in sorted(wanted):
+        topic, partition, broker = replica
+        target, where = wanted[replica], f"{topic}-{partition}"
+        dirs = found.get(broker)
+        if dirs is None:
+            out[replica] = (False, f"Partition {where} is not found in any live log dir on broker {broker}. "
+                                  "There is likely an offline log directory on the broker.")
+        elif (topic, partition) not in dirs:
+            out[replica] = (False, f"Partition {where} cannot be found in any live log directory on broker "
+                                  f"{broker}.")
+        else:
+            current, future = dirs[(topic, partition)]
+            if future == target:
+                out[replica] = (True, f"Reassignment of replica {replica_name(replica)} is still in progress.")
+            elif future is not None:
+                out[replica] = (True, f"Partition {where} on broker {broker} is being moved to log dir {future} "
+                                      f"instead of {target}.")
+            elif current == target:
+                out[replica] = (False, f"Reassignment of replica {replica_name(replica)} completed successfully.")
+            else:
+                out[replica] = (False, f"Partition {where} on broker {broker} is not being moved from log dir "
+                                       f"{current} to {target}.")
     return out
 
 

@@ -8,7 +8,9 @@
     kwire reassign --drain-broker N [--dry-run] [--throttle B/S] [--additional] [--wait [--timeout S]]
 
 Every action takes --bootstrap-server HOST:PORT and --command-config FILE (kwire.tools.common).
-The JSON files are Kafka's (version 1): --generate prints the current assignment and a
+The JSON files are Kafka's (version 1), ``log_dirs`` included (a replica's absolute log dir
+on its broker: --execute moves it there with AlterReplicaLogDirs, asking again while the
+broker does not hold it yet, and --verify reports the move): --generate prints the current assignment and a
 proposal (kwire's replica placement, rack-aware when every broker has a rack); --execute
 prints the current assignment to keep for a rollback and starts the reassignments, refusing
 while any reassignment is in progress unless --additional (Kafka's rule).  --throttle sets
@@ -24,8 +26,8 @@ kwire's additions:
                 from DescribeLogDirs): a progress bar on a terminal, a line every few seconds
                 otherwise; then report and clear throttles as --verify does.
   --timeout S   give up waiting after S seconds (exit 1; the reassignments go on: --verify,
-                --cancel).  Kafka's --timeout is in milliseconds and bounds log-dir moves,
-                which kwire reassign does not do.
+                --cancel); also how long --execute waits for the brokers to take the log dir
+                moves the file asks for (10 s without it; Kafka's --timeout, in milliseconds).
   --drain-broker N   move every replica on broker N to other live brokers: the least-loaded
                 broker that is not a replica yet (rack-aware when racks are set) takes N's place
                 in the replica list.  Prints the plan as reassignment JSON, then starts it unless
@@ -70,6 +72,8 @@ PLAIN_EVERY_S = 2.0          # a progress line this often when not on a terminal
 SIZES_TIMEOUT_MS = 2000      # DescribeLogDirs while waiting: a silent broker must not stall --timeout
 SKIP_S = 10.0                # ... and is not asked again for this long
 READ_ATTEMPTS = 3
+LOG_DIR_START_S = 10.0       # Kafka's --timeout default: how long --execute waits for log dir moves to start
+LOG_DIR_RETRY_S = 0.5
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -302,7 +306,63 @@ def generate(admin, args: argparse.Namespace, topics: list[str], wanted: list[in
     print(f"Proposed partition reassignment configuration\n{plan.reassignment_json(proposal)}")
 
 
-def execute(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tuple[int, ...]]) -> int:
+def move_log_dirs(admin, dirs: Mapping[plan.Replica, str], timeout_s: float) -> None:
+    """AlterReplicaLogDirs for each replica, asked again while its broker answers
+    REPLICA_NOT_AVAILABLE (it does not hold the replica yet: a reassignment adding it has just
+    started), as Kafka's tool does; ToolError for another error or after ``timeout_s``."""
+    from kafka import TopicPartitionReplica
+    from kafka.errors import NoError, ReplicaNotAvailableError
+    pending = dict(dirs)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        result = admin.alter_replica_log_dirs({TopicPartitionReplica(*r): d for r, d in pending.items()})
+        failed = {}
+        for r, error in result.items():
+            replica = (r.topic, r.partition, r.broker_id)
+            if error is NoError:
+                pending.pop(replica, None)
+            elif error is not ReplicaNotAvailableError:
+                failed[replica] = error
+        if failed:
+            raise ToolError("Error moving log dirs:\n" + "\n".join(
+                f"{plan.replica_name(r)} to {dirs[r]}: {failed[r].message}" for r in sorted(failed)))
+        if pending and time.monotonic() > deadline:
+            raise ToolError("Timed out before log directory moves could be started for "
+                            + ", ".join(plan.replica_name(r) for r in sorted(pending)))
+        if pending:
+            time.sleep(LOG_DIR_RETRY_S)
+    print(f"Successfully started log directory move{'' if len(dirs) == 1 else 's'} for: "
+          + ",".join(plan.replica_name(r) for r in sorted(dirs)))
+
+
+def replica_dirs(admin, replicas) -> dict[int, dict[TopicPartition, tuple[str | None, str | None]] | None]:
+    """DescribeLogDirs of each broker of ``replicas``: {broker: {tp: (its log dir, its future
+    replica's dir or None)}}, None for a broker that did not answer."""
+    from kafka.errors import KafkaError
+    found: dict[int, dict | None] = {}
+    for b in sorted({broker for _, _, broker in replicas}):
+        wanted: dict[str, list[int]] = {}
+        for t, p, broker in replicas:
+            if broker == b:
+                wanted.setdefault(t, []).append(p)
+        try:
+            [answer] = admin.describe_log_dirs(topic_partitions=wanted, brokers=[b])
+        except KafkaError:
+            found[b] = None
+            continue
+        held: dict[TopicPartition, tuple[str | None, str | None]] = {}
+        for d in answer["log_dirs"]:
+            for t in d["topics"] if d["error_code"] == 0 else ():
+                for p in t["partitions"]:
+                    current, future = held.get((t["name"], p["partition_index"]), (None, None))
+                    held[(t["name"], p["partition_index"])] = \
+                        (current, d["log_dir"]) if p["is_future_key"] else (d["log_dir"], future)
+        found[b] = held
+    return found
+
+
+def execute(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tuple[int, ...]],
+            dirs: Mapping[plan.Replica, str] | None = None) -> int:
     moving = in_progress(admin)
     if moving and not args.additional:
         raise ToolError(EXISTING)
@@ -318,13 +378,17 @@ def execute(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tu
         raise ToolError("Error reassigning partition(s):\n" +
                         "\n".join(f"{tp_name(tp)}: {refused[tp]}" for tp in sorted(refused)))
     print(f"Successfully started partition reassignment{'' if len(targets) == 1 else 's'} for {names(targets)}")
+    if dirs:
+        move_log_dirs(admin, dirs, LOG_DIR_START_S if args.timeout is None else args.timeout)
     if args.wait:
         return wait(admin, args, targets)
     return 0
 
 
-def verify(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
-    """Kafka's --verify; True when nothing is moving any more (throttles then cleared)."""
+def verify(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tuple[int, ...]],
+           dirs: Mapping[plan.Replica, str] | None = None) -> bool:
+    """Kafka's --verify, the log dir moves of ``dirs`` included; True when nothing is moving
+    any more (throttles then cleared)."""
     moving = in_progress(admin)
     settled = [tp for tp in targets if tp not in moving]
     current = current_replicas(admin, settled) if settled else {}
@@ -337,9 +401,16 @@ def verify(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tup
         else:
             print(f"There is no active reassignment of partition {tp_name(tp)}, but replica set is "
                   f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, targets[tp]))}.")
-    if not moving and not args.preserve_throttles:
+    dirs_moving = False
+    if dirs:
+        states = plan.log_dir_move_states(dirs, replica_dirs(admin, dirs))
+        print("\nStatus of replica log directory moves:")
+        for active, line in states.values():
+            print(line)
+            dirs_moving |= active
+    if not moving and not dirs_moving and not args.preserve_throttles:
         clear_throttles(admin, targets)
-    return not moving
+    return not moving and not dirs_moving
 
 
 def cancel(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tuple[int, ...]]) -> None:
@@ -505,9 +576,10 @@ def command(args: argparse.Namespace) -> int:
     action = chosen_action(args)
     read_command_config(args.command_config)          # an unreadable file is a usage error
     try:                                              # the files are read before connecting
-        targets = None
+        targets = dirs = None
         if args.reassignment_json_file is not None:
-            targets = plan.parse_reassignment(read_file(args.reassignment_json_file, "reassignment-json-file"))
+            targets, dirs = plan.parse_reassignment_and_dirs(
+                read_file(args.reassignment_json_file, "reassignment-json-file"))
         if action == "generate":
             topics = plan.parse_topics_to_move(read_file(args.topics_to_move_json_file, "topics-to-move-json-file"))
             brokers = plan.parse_broker_list(args.broker_list)
@@ -515,9 +587,9 @@ def command(args: argparse.Namespace) -> int:
             if action == "generate":
                 generate(admin, args, topics, brokers)
             elif action == "execute":
-                return execute(admin, args, targets)
+                return execute(admin, args, targets, dirs)
             elif action == "verify":
-                verify(admin, args, targets)
+                verify(admin, args, targets, dirs)
             elif action == "cancel":
                 cancel(admin, args, targets)
             elif action == "list":

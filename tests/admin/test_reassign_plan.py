@@ -7,9 +7,9 @@ import random
 import pytest
 
 from kwire.admin.reassign_plan import (PartitionMove, PlanError, broker_racks, bytes_remaining, drain_plan,
-                                       involved_brokers, merge_throttled, move_map, parse_broker_list,
-                                       parse_reassignment, parse_topics_to_move, propose, reassignment_json,
-                                       throttled_replicas)
+                                       involved_brokers, log_dir_move_states, merge_throttled, move_map,
+                                       parse_broker_list, parse_reassignment, parse_reassignment_and_dirs,
+                                       parse_topics_to_move, propose, reassignment_json, throttled_replicas)
 from kwire.admin.reassignment import ReplicaAssignment
 
 
@@ -20,6 +20,28 @@ def test_reassignment_json_round_trips_in_kafkas_compact_form():
     assert parse_reassignment(text) == {("a", 0): (1, 2), ("b", 1): (3, 1)}
     # log_dirs and version are optional, as in Kafka
     assert parse_reassignment('{"partitions":[{"topic":"t","partition":2,"replicas":[2]}]}') == {("t", 2): (2,)}
+
+
+def test_log_dirs_name_a_replicas_dir_and_verify_reports_each_move_in_kafkas_words():
+    targets, dirs = parse_reassignment_and_dirs(
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","/d/b"]},'
+        '{"topic":"u","partition":3,"replicas":[3],"log_dirs":["/d/a"]}]}')
+    assert targets == {("t", 0): (1, 2), ("u", 3): (3,)}
+    assert dirs == {("t", 0, 2): "/d/b", ("u", 3, 3): "/d/a"}
+    wanted = {("t", 0, 2): "/d/b", ("u", 3, 3): "/d/a", ("v", 0, 2): "/d/b", ("w", 0, 2): "/d/b",
+              ("x", 0, 2): "/d/b", ("y", 0, 4): "/d/a"}
+    found = {2: {("t", 0): ("/d/a", "/d/b"), ("v", 0): ("/d/b", None), ("w", 0): ("/d/a", "/d/c"),
+                 ("x", 0): ("/d/a", None)},
+             3: {}, 4: None}
+    assert log_dir_move_states(wanted, found) == {
+        ("t", 0, 2): (True, "Reassignment of replica t-0-2 is still in progress."),
+        ("u", 3, 3): (False, "Partition u-3 cannot be found in any live log directory on broker 3."),
+        ("v", 0, 2): (False, "Reassignment of replica v-0-2 completed successfully."),
+        ("w", 0, 2): (True, "Partition w-0 on broker 2 is being moved to log dir /d/c instead of /d/b."),
+        ("x", 0, 2): (False, "Partition x-0 on broker 2 is not being moved from log dir /d/a to /d/b."),
+        ("y", 0, 4): (False, "Partition y-0 is not found in any live log dir on broker 4. There is likely an "
+                             "offline log directory on the broker."),
+    }
 
 
 @pytest.mark.parametrize("text, message", [
@@ -34,7 +56,8 @@ def test_reassignment_json_round_trips_in_kafkas_compact_form():
      "duplicate topic partitions: t-0"),
     ('{"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any"]}]}',
      "Size of replicas list [1, 2] is different from size of log dirs list"),
-    ('{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["/data"]}]}', "not supported"),
+    ('{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["data"]}]}',
+     'log dir \'data\' must be "any" or an absolute path'),
     ('{"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}', '"partition" must be an integer'),
     ('{"partitions":[{"partition":0,"replicas":[1]}]}', 'needs a "topic"'),
     ('{"partitions":[{"topic":"t","partition":0,"replicas":"1,2"}]}', "must be a list of broker ids"),

@@ -2,19 +2,21 @@
 replica move to their other dir while an acks=all producer writes; nothing acknowledged is
 lost and the replicas stay byte-identical below the high watermark.  A replica a broker does
 not hold yet is answered REPLICA_NOT_AVAILABLE and created in the dir asked for once a
-reassignment adds it, as Kafka does."""
+reassignment adds it, as Kafka does: here ``kwire reassign`` with a ``log_dirs`` entry."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import TopicPartition, TopicPartitionReplica
+from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NoError, ReplicaNotAvailableError
 
 from kwire.testing.cluster import ClusterProcess
 from tests.faults.replicas import compare_replicas
+from tests.support.cluster_state import reassign
 from tests.support.counting import (join_producer, partition_states, produce_in_background, read_all, tally,
                                     total, wait_acknowledged, wait_for)
 from tests.cluster.conftest import require_zookeeper
@@ -47,8 +49,8 @@ def test_the_leaders_and_a_followers_replica_move_dirs_under_acks_all_load(tmp_p
         follower = next(i for i in (1, 2, 3) if i != leader)
         moves = {TopicPartitionReplica("dirs", 0, i): next(d for d in dirs[i] if d != where(i))
                  for i in (leader, follower)}
-        # broker 3 holds no replica of "later": its log goes where asked once it is one, not
-        # into the dir the topic's description is kept in (where it would go otherwise)
+        # broker 3 holds no replica of "later": its log goes where last asked once it is one (a
+        # dir other than the one the topic's description is kept in, where it would go otherwise)
         def described_in(i: int) -> list[str]:
             return [d for d in dirs[i] if os.path.exists(os.path.join(d, "__kwire_topics", "later.json"))]
         wait_for(lambda: described_in(3), 20, "broker 3 to know topic later")
@@ -58,12 +60,17 @@ def test_the_leaders_and_a_followers_replica_move_dirs_under_acks_all_load(tmp_p
         kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         try:
             assert kafka_admin.alter_replica_log_dirs(moves) == {r: NoError for r in moves}
-            assert kafka_admin.alter_replica_log_dirs({later: asked}) == {later: ReplicaNotAvailableError}
-            kafka_admin.alter_partition_reassignments({TopicPartition("later", 0): [1, 2, 3]})
+            assert kafka_admin.alter_replica_log_dirs({later: home}) == {later: ReplicaNotAvailableError}
         finally:
             kafka_admin.close()
-        wait_for(lambda: 3 in partition_states(cluster.zookeeper.connect, "later")[0]["isr"], 30,
-                 "broker 3 in the ISR of later-0")
+        (tmp_path / "later.json").write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "later", "partition": 0, "replicas": [1, 2, 3], "log_dirs": ["any", "any", asked]}]}))
+        run = reassign(cluster, "--execute", "--reassignment-json-file", str(tmp_path / "later.json"))
+        assert run.returncode == 0, run.stderr
+        assert "Successfully started log directory move for: later-0-3" in run.stdout
+        wait_for(lambda: "Reassignment of replica later-0-3 completed successfully." in reassign(
+            cluster, "--verify", "--reassignment-json-file", str(tmp_path / "later.json")).stdout, 30,
+            "--verify to report the replica in its log dir")
         assert os.path.isdir(os.path.join(asked, "later-0")) and not os.path.exists(os.path.join(home, "later-0"))
         def moved(broker: int, dest: str) -> bool:
             old = next(x for x in dirs[broker] if x != dest)

@@ -7,17 +7,14 @@ listed and cancelled, refusals printed as messages -- and every acknowledged rec
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
-import subprocess
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.cluster_state import controller_of, create, local_bytes, topic_znode
+from tests.support.cluster_state import controller_of, create, local_bytes, reassign, topic_znode
 from tests.support.counting import (join_producer, produce_in_background, read_all, tally,
                                     total, wait_acknowledged, wait_for)
 
@@ -25,24 +22,6 @@ pytestmark = pytest.mark.clients
 RATE = 50_000_000                # high enough not to slow the test, checked as set and cleared
 THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-
-
-def reassign(cluster, *argv: str, command_config=None) -> subprocess.CompletedProcess:
-    """``kwire reassign ARGV`` through the entry point's dispatch, in this process (a subprocess
-    each cost ~0.8 s of start-up, a dozen per test); exit code, stdout and stderr as a user sees them."""
-    from kwire.cli import main
-    # the live brokers only: a client bootstrapping from a paused one waits for its answer
-    config = ["--command-config", str(command_config)] if command_config else []
-    args = ["reassign", *argv, *config, "--bootstrap-server", cluster.live_bootstrap()]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(args)
-        except SystemExit as done:          # argparse refusing the arguments
-            code = done.code
-    run = subprocess.CompletedProcess(args, code or 0, out.getvalue(), err.getvalue())
-    assert "Traceback" not in run.stdout + run.stderr, run.stderr
-    return run
 
 
 def dynamic_configs(cluster, resources: list[ConfigResource]) -> dict[str, dict[str, str]]:
