@@ -117,7 +117,7 @@ def test_a_stuck_move_times_out_is_listed_refused_twice_and_cancelled_and_bad_ta
     create(cluster, "stuck", [[first, second]])
     # a request kafka-python sends to the paused broker times out soon; the tool then asks another
     (tmp_path / "client.properties").write_text("request.timeout.ms=2000\nsocket.connection.setup.timeout.ms=2000\n")
-    quick = functools.partial(reassign, cluster, command_config=tmp_path / "client.properties")
+    quick = functools.partial(reassign, cluster, command_config=tmp_path / "client.properties", own_process=True)
 
     def write(name: str, partitions: list[tuple[str, int, list[int]]]) -> str:
         path = tmp_path / name
