@@ -46,6 +46,7 @@ from kwire.admin import reassign_plan as plan
 from kwire.admin.reassign_plan import PlanError, TopicPartition, names, tp_name
 from kwire.admin.reassignment import ReplicaAssignment
 from kwire.tools.common import ToolError, UsageError, client_config, read_command_config, run
+from kwire.tools.reassign_dirs import move_log_dirs, replica_dirs
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list", "drain_broker")
 # the options each action accepts besides the connection ones (Kafka: "Option X can't be used with action Y")
@@ -73,7 +74,6 @@ SIZES_TIMEOUT_MS = 2000      # DescribeLogDirs while waiting: a silent broker mu
 SKIP_S = 10.0                # ... and is not asked again for this long
 READ_ATTEMPTS = 3
 LOG_DIR_START_S = 10.0       # Kafka's --timeout default: how long --execute waits for log dir moves to start
-LOG_DIR_RETRY_S = 0.5
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -304,61 +304,6 @@ def generate(admin, args: argparse.Namespace, topics: list[str], wanted: list[in
     proposal = plan.propose(current, racks)
     print(f"Current partition replica assignment\n{plan.reassignment_json(current)}\n")
     print(f"Proposed partition reassignment configuration\n{plan.reassignment_json(proposal)}")
-
-
-def move_log_dirs(admin, dirs: Mapping[plan.Replica, str], timeout_s: float) -> None:
-    """AlterReplicaLogDirs for each replica, asked again while its broker answers
-    REPLICA_NOT_AVAILABLE (it does not hold the replica yet: a reassignment adding it has just
-    started), as Kafka's tool does; ToolError for another error or after ``timeout_s``."""
-    from kafka import TopicPartitionReplica
-    from kafka.errors import NoError, ReplicaNotAvailableError
-    pending = dict(dirs)
-    deadline = time.monotonic() + timeout_s
-    while pending:
-        result = admin.alter_replica_log_dirs({TopicPartitionReplica(*r): d for r, d in pending.items()})
-        failed = {}
-        for r, error in result.items():
-            replica = (r.topic, r.partition, r.broker_id)
-            if error is NoError:
-                pending.pop(replica, None)
-            elif error is not ReplicaNotAvailableError:
-                failed[replica] = error
-        if failed:
-            raise ToolError("Error moving log dirs:\n" + "\n".join(
-                f"{plan.replica_name(r)} to {dirs[r]}: {failed[r].message}" for r in sorted(failed)))
-        if pending and time.monotonic() > deadline:
-            raise ToolError("Timed out before log directory moves could be started for "
-                            + ", ".join(plan.replica_name(r) for r in sorted(pending)))
-        if pending:
-            time.sleep(LOG_DIR_RETRY_S)
-    print(f"Successfully started log directory move{'' if len(dirs) == 1 else 's'} for: "
-          + ",".join(plan.replica_name(r) for r in sorted(dirs)))
-
-
-def replica_dirs(admin, replicas) -> dict[int, dict[TopicPartition, tuple[str | None, str | None]] | None]:
-    """DescribeLogDirs of each broker of ``replicas``: {broker: {tp: (its log dir, its future
-    replica's dir or None)}}, None for a broker that did not answer."""
-    from kafka.errors import KafkaError
-    found: dict[int, dict | None] = {}
-    for b in sorted({broker for _, _, broker in replicas}):
-        wanted: dict[str, list[int]] = {}
-        for t, p, broker in replicas:
-            if broker == b:
-                wanted.setdefault(t, []).append(p)
-        try:
-            [answer] = admin.describe_log_dirs(topic_partitions=wanted, brokers=[b])
-        except KafkaError:
-            found[b] = None
-            continue
-        held: dict[TopicPartition, tuple[str | None, str | None]] = {}
-        for d in answer["log_dirs"]:
-            for t in d["topics"] if d["error_code"] == 0 else ():
-                for p in t["partitions"]:
-                    current, future = held.get((t["name"], p["partition_index"]), (None, None))
-                    held[(t["name"], p["partition_index"])] = \
-                        (current, d["log_dir"]) if p["is_future_key"] else (d["log_dir"], future)
-        found[b] = held
-    return found
 
 
 def execute(admin, args: argparse.Namespace, targets: Mapping[TopicPartition, tuple[int, ...]],
