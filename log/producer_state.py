@@ -95,7 +95,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import struct
+import time
 
 import crc32c
 
@@ -104,7 +106,10 @@ from kwire.codecs.records import CONTROL_ABORT, CONTROL_COMMIT, INT32_MAX, Batch
 
 from .txn_index import AbortedTxn
 
+logger = logging.getLogger(__name__)
+
 MAX_CACHED_BATCHES = 5
+NOTES_PER_SECOND = 20     # INFO lines about producer sequence/epoch events, across all partitions
 NO_COORDINATOR_EPOCH = -1
 
 SNAPSHOT_VERSION = 1
@@ -118,6 +123,20 @@ assert (_SNAPSHOT_HEAD.size, _SNAPSHOT_PRODUCER.size, _SNAPSHOT_BATCH.size, _V0_
 _CRC_START = 6
 NO_TXN = -1
 NO_TIMESTAMP = -1
+
+
+class _NoteBudget:
+    """At most ``NOTES_PER_SECOND`` notes a second, so a misbehaving client cannot flood the log."""
+    second, spent = 0, 0
+
+    @classmethod
+    def note(cls, message: str, *args) -> None:
+        now = int(time.monotonic())
+        if now != cls.second:
+            cls.second, cls.spent = now, 0
+        if cls.spent < NOTES_PER_SECOND:
+            cls.spent += 1
+            logger.info(message, *args)
 
 
 class SnapshotCorrupt(ValueError):
@@ -249,9 +268,21 @@ class ProducerStateManager:
                     duplicate = entry.find_duplicate(header)
                     if duplicate is not None:
                         return duplicate, PendingAppend()
-                    self._check_order(entry, header, where)
+                    try:
+                        self._check_order(entry, header, where)
+                    except KafkaApiError as exc:
+                        _NoteBudget.note("refused a produce: %s", exc)
+                        raise
+                    if header.producer_epoch != entry.epoch:
+                        _NoteBudget.note("%sproducer %d: epoch %d -> %d at sequence %d (offset %d)",
+                                         where, pid, entry.epoch, header.producer_epoch,
+                                         header.base_sequence, offset)
                     entry = entry.copy()
                 else:
+                    if header.base_sequence > 0:
+                        _NoteBudget.note("%sproducer %d epoch %d unknown here: accepted at sequence "
+                                         "%d (offset %d)", where, pid, header.producer_epoch,
+                                         header.base_sequence, offset)
                     entry = ProducerEntry(pid, header.producer_epoch)
                 if entry.txn_first_offset is not None and not header.is_transactional:
                     raise KafkaApiError(ErrorCode.INVALID_TXN_STATE,

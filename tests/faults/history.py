@@ -20,6 +20,7 @@ pure function that adds counts and violations (one line each) to a
 from __future__ import annotations
 
 import dataclasses
+import collections
 from collections import Counter, defaultdict
 from typing import Iterable, Mapping, Sequence
 
@@ -31,6 +32,7 @@ WRITER_BASE = 10 ** 9
 IDEMPOTENT, PLAIN, TRANSACTIONAL = "idempotent", "plain", "transactional"
 MAY_DUPLICATE = frozenset({PLAIN})
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
+CLIENT_LOG_LINES = 20000
 EXAMPLES = 5                          # violations quoted per kind; the rest are counted
 
 Log = Mapping[int, Sequence[tuple[int, int]]]
@@ -110,6 +112,10 @@ class History:
     recoveries: list[Recovery] = dataclasses.field(default_factory=list)
     incidents: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (kind, what), seen live
     notes: list[str] = dataclasses.field(default_factory=list)
+    # the idempotent producer's own log (librdkafka's "eos" debug context): its epoch bumps and
+    # sequence errors, kept for a failing schedule's artifacts; the newest CLIENT_LOG_LINES only
+    client_log: collections.deque = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=CLIENT_LOG_LINES))
 
     def committed_acks(self) -> list[Ack]:
         """Acks of non-transactional writers and of transactions known committed."""

@@ -27,6 +27,7 @@ within ``STOP_S`` seconds.
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import threading
 import time
@@ -101,7 +102,21 @@ class ConfluentWriter(_Client):
         self.fatal = False
         return writer, Producer({"bootstrap.servers": self.load.bootstrap, "acks": "all",
                                  "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 30000,
-                                 "error_cb": self._error, **PRODUCER_COMMON})
+                                 "error_cb": self._error, **PRODUCER_COMMON,
+                                 # its epoch bumps and sequence errors, for a failing schedule's artifacts
+                                 "debug": "eos", "log_level": 7, "logger": self._client_logger(writer)})
+
+    def _client_logger(self, writer: int) -> logging.Logger:
+        log = logging.getLogger(f"kwire.faults.idempotent.{id(self.load)}.{writer}")
+        log.propagate = False
+        log.setLevel(logging.DEBUG)
+        history = self.load.history
+        handler = logging.Handler()
+        handler.emit = lambda record: history.client_log.append(
+            f"t={record.created - time.time() + time.monotonic() - history.t0:.3f}s writer {writer}: "
+            f"{record.getMessage()}")
+        log.handlers[:] = [handler]
+        return log
 
     def _error(self, err) -> None:
         if err.fatal():

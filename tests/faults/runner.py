@@ -252,6 +252,8 @@ def _keep_artifacts(env: FaultCluster, report: Report, history: h.History) -> st
         f.write(report.failure_message(notes=None) + "\n")
     with open(os.path.join(target, "history.json"), "w") as f:
         json.dump(_history_as_json(history), f)
+    with open(os.path.join(target, "idempotent-producer.log"), "w") as f:
+        f.writelines(line + "\n" for line in list(history.client_log))
     return target
 
 
