@@ -18,7 +18,7 @@ from typing import Any, Mapping
 # broker through this module alone.
 from .config_def import (  # noqa: F401
     INT_MAX, LONG_MAX, ConfigError, ConfigKey, ConfigType, Validator, at_least, between, format_value,
-    host_port, invalid, one_of, parse_value, split_host_port, split_list, subset_of,
+    host_port, http_url, invalid, one_of, parse_value, split_host_port, split_http_url, split_list, subset_of,
 )
 from .properties import parse_overrides, parse_properties  # noqa: F401
 from .group_protocol_config import GROUP_PROTOCOL_KEYS, check_consumer_group_ranges
@@ -271,6 +271,18 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "kwire-specific: HOST:PORT where the broker serves Prometheus metrics at /metrics, named "
               "as the Prometheus JMX exporter renders Kafka's; unset (the default) serves none.",
               host_port()),
+    # kwire: Confluent's Schema Registry runs beside Kafka; kwire serves its REST API itself.
+    ConfigKey("schema.registry.listeners", T.STRING, None,
+              "kwire-specific: http://HOST:PORT (or https://, with the broker's ssl.* settings) where the "
+              "broker serves a Schema Registry with Confluent's REST API over the _schemas topic; unset "
+              "(the default) serves none.", http_url()),
+    ConfigKey("schema.registry.authentication.method", T.STRING, "NONE",
+              "kwire-specific (Confluent's authentication.method): BASIC checks HTTP Basic credentials "
+              "against the broker's SASL users (SCRAM credentials, PLAIN JAAS users); NONE checks none.",
+              one_of("none", "basic", ignore_case=True)),
+    ConfigKey("schema.registry.topic.replication.factor", T.SHORT, 3,
+              "kwire-specific: replication factor of _schemas (Confluent's kafkastore.topic.replication."
+              "factor), or the number of live brokers when fewer.", at_least(1)),
     # kwire: Kafka logs requests through log4j's kafka.request.logger at DEBUG instead.
     ConfigKey("log.request.debug", T.BOOLEAN, False,
               "kwire-specific: log every request at DEBUG on logger kwire.request (API, version, "

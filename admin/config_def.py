@@ -107,6 +107,29 @@ def host_port() -> Validator:
     return check
 
 
+def split_http_url(text: str) -> tuple[str, str, int]:
+    """``http://HOST:PORT`` or ``https://HOST:PORT`` (a trailing ``/`` allowed) as (scheme,
+    host, port).  Raises ValueError for anything else."""
+    scheme, sep, rest = text.strip().partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ValueError(f"{text!r} is not http://HOST:PORT or https://HOST:PORT")
+    host, port = split_host_port(rest.rstrip("/"))
+    return scheme.lower(), host, port
+
+
+def http_url() -> Validator:
+    """An ``http(s)://HOST:PORT`` address (``split_http_url``); null passes."""
+    def check(name: str, value: Any) -> None:
+        if value is None:
+            return
+        try:
+            split_http_url(value)
+        except ValueError:
+            raise invalid(name, value, "Expected http://HOST:PORT or https://HOST:PORT, e.g. "
+                                       "http://127.0.0.1:8081") from None
+    return check
+
+
 # -- types ---------------------------------------------------------------------------------
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")

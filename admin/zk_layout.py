@@ -7,7 +7,8 @@ UTF-8 JSON, compact as Kafka's Jackson writes it (key order is irrelevant):
 /brokers/ids/<id>  (ephemeral)
     {"listener_security_protocol_map":{"CLIENT":"SASL_SSL","PLAINTEXT":"PLAINTEXT"},
      "endpoints":["CLIENT://h:9093","PLAINTEXT://h:9092"],"jmx_port":-1,"features":{},
-     "host":"h","timestamp":"<ms>","port":9092,"version":5[,"rack":"r1"]}
+     "host":"h","timestamp":"<ms>","port":9092,"version":5[,"rack":"r1"]
+     [,"kwire_schema_registry":"http://h:8081"]}   (kwire's own field: its Schema Registry)
     every advertised listener, in order; host/port are the first PLAINTEXT-protocol endpoint's,
     null/-1 when there is none (older clients cannot connect then).  Version 1 has host/port
     only; versions 2-3 have endpoints named by their protocol; version 4 adds the map.
@@ -183,6 +184,7 @@ class BrokerInfo:
     rack: str | None = None
     timestamp_ms: int = 0
     endpoints: tuple[Listener, ...] = ()
+    schema_registry: str | None = None     # kwire: its Schema Registry's URL (kwire.schemas), if it serves one
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -190,13 +192,13 @@ class BrokerInfo:
 
     @classmethod
     def of(cls, broker_id: int, endpoints: Iterable[Listener], rack: str | None = None,
-           timestamp_ms: int = 0) -> "BrokerInfo":
+           timestamp_ms: int = 0, schema_registry: str | None = None) -> "BrokerInfo":
         """Raises ValueError without endpoints."""
         endpoints = tuple(endpoints)
         if not endpoints:
             raise ValueError("a broker registers at least one endpoint")
         first = _plaintext(endpoints) or endpoints[0]
-        return cls(broker_id, first.host, first.port, rack, timestamp_ms, endpoints)
+        return cls(broker_id, first.host, first.port, rack, timestamp_ms, endpoints, schema_registry)
 
     def endpoint(self, listener: str) -> Listener | None:
         """The endpoint of ``listener`` (a listener name), None when the broker has none."""
@@ -243,6 +245,8 @@ def encode_broker(info: BrokerInfo) -> bytes:
     }
     if info.rack is not None:
         obj["rack"] = info.rack
+    if info.schema_registry is not None:      # an extra field: Kafka's readers ignore it
+        obj["kwire_schema_registry"] = info.schema_registry
     return _dump(obj)
 
 
@@ -273,7 +277,9 @@ def decode_broker(data: bytes, broker_id: int = -1) -> BrokerInfo:
     if protocols is not None and not (isinstance(protocols, dict)
                                       and all(isinstance(v, str) for v in protocols.values())):
         raise ZnodeFormatError(f"{what}: listener_security_protocol_map is not an object of names")
-    return BrokerInfo.of(broker_id, [_parse_endpoint(e, protocols, what) for e in endpoints], rack, timestamp)
+    registry = obj.get("kwire_schema_registry")
+    return BrokerInfo.of(broker_id, [_parse_endpoint(e, protocols, what) for e in endpoints], rack, timestamp,
+                         registry if isinstance(registry, str) else None)
 
 
 # -- /brokers/topics/<t> -------------------------------------------------------------------------

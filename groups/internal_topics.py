@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["InternalTopic", "OFFSETS", "TRANSACTIONS", "SHARE_STATE", "BY_NAME", "INTERNAL_TOPICS",
+__all__ = ["InternalTopic", "OFFSETS", "TRANSACTIONS", "SHARE_STATE", "SCHEMAS", "BY_NAME", "INTERNAL_TOPICS",
            "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "SHARE_STATE_TOPIC"]
 
 
@@ -25,8 +25,11 @@ class InternalTopic:
     segment_bytes_key: str
     min_isr_key: str | None = None
     cleanup_policy: str = "compact"
+    fixed_partitions: int | None = None       # a count no key changes (``partitions_key`` unused)
 
     def partitions(self, value_of: Callable[[str], Any]) -> int:
+        if self.fixed_partitions is not None:
+            return self.fixed_partitions
         return int(value_of(self.partitions_key))
 
     def replication_factor(self, value_of: Callable[[str], Any], live_brokers: int) -> int:
@@ -49,6 +52,11 @@ TRANSACTIONS = InternalTopic("__transaction_state", "transaction.state.log.num.p
 SHARE_STATE = InternalTopic("__share_group_state", "share.coordinator.state.topic.num.partitions",
                             "share.coordinator.state.topic.replication.factor",
                             "share.coordinator.state.topic.segment.bytes", "share.coordinator.state.topic.min.isr")
+
+# The Schema Registry's log (kwire.schemas): created like the others on first use, but not internal
+# to Kafka (Confluent's registry is a client; its _schemas can be read, and written by a mirror).
+SCHEMAS = InternalTopic("_schemas", "", "schema.registry.topic.replication.factor", "log.segment.bytes",
+                        fixed_partitions=1)
 
 BY_NAME = {t.name: t for t in (OFFSETS, TRANSACTIONS, SHARE_STATE)}
 INTERNAL_TOPICS = frozenset(BY_NAME)

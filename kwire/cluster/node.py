@@ -145,8 +145,9 @@ class ClusterNode:
         endpoints = [dataclasses.replace(listener, host=ep.host, port=ep.port)
                      for listener in self.broker.config.advertised_listeners
                      if (ep := self.broker.endpoints.get(listener.name)) is not None]
+        registry = self.broker.schema_registry
         return layout.BrokerInfo.of(self.node_id, endpoints, self.broker.config.value_of("broker.rack"),
-                                    self.broker.clock.now_ms())
+                                    self.broker.clock.now_ms(), registry.url if registry is not None else None)
 
     async def _register(self) -> None:
         info = self.registration()
@@ -418,6 +419,13 @@ class ClusterNode:
         await self.wait_for(lambda s: all(s.states.get((name, p)) is not None and
                                           s.states[(name, p)].leader >= 0 for p in assignment)
                             and self.broker.logs.get(name) is not None, wait_s)
+
+    def schema_registry_url(self, topic: str, partition: int) -> str | None:
+        """The Schema Registry URL of the broker leading ``topic``-``partition`` (kwire.schemas:
+        the registry's primary), None when it has no leader or serves no registry."""
+        state = self.snapshot.states.get((topic, partition)) if self.snapshot else None
+        info = self.snapshot.brokers.get(state.leader) if state is not None else None
+        return info.schema_registry if info is not None else None
 
     async def ensure_internal_topic(self, spec: InternalTopic) -> None:
         """Create an internal topic (kwire.groups.internal_topics) on first use, with its

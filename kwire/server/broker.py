@@ -78,6 +78,11 @@ class Broker:
         # prometheus.listener: the request path's counters (kwire.metrics.counters); None, they cost nothing
         self.metrics = BrokerMetrics() if config.value_of("prometheus.listener") else None
         self.metrics_endpoint: tuple[str, int] | None = None      # (host, port) serving /metrics
+        # schema.registry.listeners: the Schema Registry (kwire.schemas.service); None serves none
+        self.schema_registry = None
+        if config.value_of("schema.registry.listeners"):
+            from kwire.schemas.service import SchemaRegistryService     # its ASGI stack only when asked for
+            self.schema_registry = SchemaRegistryService(self)
         self.request_log = RequestLog() if config.value_of("log.request.debug") else None
         self.fetch_sessions = FetchSessionCache(config.value_of("max.incremental.fetch.session.cache.slots"))
         self.groups = GroupService(config, self.logs, self.clock)

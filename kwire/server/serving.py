@@ -121,6 +121,8 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
             limits = ConnectionLimits.from_config(broker.config)
             bound = await bind_listeners(broker, host, port)
             bound_host, bound_port = bound[0][1][0].socket.getsockname()[:2]
+            if broker.schema_registry is not None:    # before registering: its URL goes into the registration
+                await nursery.start(broker.schema_registry.serve, broker.config.value_of("schema.registry.listeners"))
             if broker.cluster is not None:
                 await nursery.start(broker.cluster.run)
             for context, sockets in bound:

@@ -143,4 +143,5 @@ class LocalTopicAdmin:
     async def internal_topic(self, spec):
         v = self.config.value_of
         return await blocking.create_topic(self.logs, spec.name, spec.partitions(v), spec.configs(v),
-                                           now_ms=self.clock.now_ms(), internal=True, exist_ok=True)
+                                           now_ms=self.clock.now_ms(), internal=spec.name in INTERNAL_TOPICS,
+                                           exist_ok=True)
