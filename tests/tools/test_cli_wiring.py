@@ -9,7 +9,7 @@ import pytest
 
 import kwire.testing
 
-COMMANDS = ("topics", "groups", "configs", "produce", "consume", "perf", "acls", "users", "reassign", "quotas")
+COMMANDS = ("topics", "groups", "configs", "produce", "consume", "perf", "acls", "users", "reassign", "quotas", "schemas")
 
 
 def kwire_cli(*args: str) -> subprocess.CompletedProcess:
