@@ -109,20 +109,20 @@ class RegistryApi:
             Route("/schemas/ids/{id}/subjects", self.id_subjects),
             Route("/schemas/ids/{id}/versions", self.id_versions),
             Route("/subjects", self.subjects),
-            Route("/subjects/{subject}/versions", self.versions, methods=["GET"]),
-            Route("/subjects/{subject}/versions", self.register, methods=["POST"]),
-            Route("/subjects/{subject}/versions/{version}", self.version, methods=["GET"]),
-            Route("/subjects/{subject}/versions/{version}", self.delete_version, methods=["DELETE"]),
-            Route("/subjects/{subject}/versions/{version}/schema", self.version_raw),
-            Route("/subjects/{subject}/versions/{version}/referencedby", self.referenced_by),
-            Route("/subjects/{subject}", self.lookup, methods=["POST"]),
-            Route("/subjects/{subject}", self.delete_subject, methods=["DELETE"]),
-            Route("/compatibility/subjects/{subject}/versions/{version}", self.compatibility, methods=["POST"]),
-            Route("/compatibility/subjects/{subject}/versions", self.compatibility, methods=["POST"]),
+            Route("/subjects/{subject:path}/versions", self.versions, methods=["GET"]),
+            Route("/subjects/{subject:path}/versions", self.register, methods=["POST"]),
+            Route("/subjects/{subject:path}/versions/{version}", self.version, methods=["GET"]),
+            Route("/subjects/{subject:path}/versions/{version}", self.delete_version, methods=["DELETE"]),
+            Route("/subjects/{subject:path}/versions/{version}/schema", self.version_raw),
+            Route("/subjects/{subject:path}/versions/{version}/referencedby", self.referenced_by),
+            Route("/subjects/{subject:path}", self.lookup, methods=["POST"]),
+            Route("/subjects/{subject:path}", self.delete_subject, methods=["DELETE"]),
+            Route("/compatibility/subjects/{subject:path}/versions/{version}", self.compatibility, methods=["POST"]),
+            Route("/compatibility/subjects/{subject:path}/versions", self.compatibility, methods=["POST"]),
             Route("/config", self.config, methods=["GET", "PUT", "DELETE"]),
-            Route("/config/{subject}", self.config, methods=["GET", "PUT", "DELETE"]),
+            Route("/config/{subject:path}", self.config, methods=["GET", "PUT", "DELETE"]),
             Route("/mode", self.mode, methods=["GET", "PUT", "DELETE"]),
-            Route("/mode/{subject}", self.mode, methods=["GET", "PUT", "DELETE"]),
+            Route("/mode/{subject:path}", self.mode, methods=["GET", "PUT", "DELETE"]),
         ]
         return Starlette(routes=[Route(r.path, _guarded(r.endpoint, self.service), methods=r.methods)
                                  for r in routes],
@@ -276,7 +276,8 @@ class RegistryApi:
             return Answer(answer)
         if request.method == "DELETE":
             if subject is not None and current is None:
-                raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
+                raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level "
+                                                f"compatibility configured")
             previous = {"compatibilityLevel": state.compatibility(subject)}
             await self.service.execute(lambda s: ([config_record(subject, None)], None))
             return Answer(previous)

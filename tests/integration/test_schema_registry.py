@@ -305,3 +305,46 @@ def test_schemas_and_ids_survive_a_restart(registry_broker, client):
     # and the next id continues above the old ones
     fresh = SchemaRegistryClient({"url": registry_broker.registry_url})
     assert fresh.register_schema(unique("after"), Schema('"int"', "AVRO")) > schema_id
+
+
+# -- references in JSON and Protobuf -------------------------------------------------------------
+def test_json_schema_references_resolve_through_other_subjects(registry_broker, client):
+    address = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+               "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    address_subject = unique("json-address")
+    client.register_schema(address_subject, Schema(json.dumps(address), "JSON"))
+    person = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Resident", "type": "object",
+              "properties": {"name": {"type": "string"}, "home": {"$ref": "address.json"}}, "required": ["name"]}
+    schema = Schema(json.dumps(person), "JSON", [SchemaReference("address.json", address_subject, 1)])
+    topic = unique("residents")
+    schema_id = client.register_schema(f"{topic}-value", schema)
+    assert [r.subject for r in client.get_schema(schema_id).references] == [address_subject]
+    serializer = JSONSerializer(schema, client, conf={"auto.register.schemas": False, "use.latest.version": True})
+    values = [{"name": "ada", "home": {"city": "London"}}]
+    assert round_trip(registry_broker.bootstrap, topic, serializer,
+                      JSONDeserializer(None, schema_registry_client=client), values) == values
+
+
+def test_protobuf_imports_register_as_references(registry_broker, client):
+    package = unique("refs").replace("-", "_")
+    common = descriptor_pb2.FileDescriptorProto(name=f"{package}/money.proto", package=package, syntax="proto3")
+    money = common.message_type.add(name="Money")
+    money.field.add(name="cents", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    order = descriptor_pb2.FileDescriptorProto(name=f"{package}/order.proto", package=package, syntax="proto3",
+                                               dependency=[common.name])
+    message = order.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    message.field.add(name="total", number=2, type=F.TYPE_MESSAGE, type_name=f".{package}.Money",
+                      label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(common)
+    pool.Add(order)
+    Order = GetMessageClass(pool.FindMessageTypeByName(f"{package}.Order"))
+    topic = unique("proto-refs")
+    conf = {"use.deprecated.format": False}
+    values = [Order(id=7, total={"cents": 1999})]
+    assert round_trip(registry_broker.bootstrap, topic, ProtobufSerializer(Order, client, conf),
+                      ProtobufDeserializer(Order, conf), values) == values
+    latest = client.get_latest_version(f"{topic}-value")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [(common.name, common.name)]
+    assert client.get_versions(common.name) == [1]
