@@ -288,6 +288,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "kwire-specific: log every request at DEBUG on logger kwire.request (API, version, "
               "correlation id, client id, peer, listener, principal, time), as Kafka's "
               "kafka.request.logger does at DEBUG."),
+    # kwire: a topic's kwire.record.validator loads Python code in the broker, so the modules it
+    # may name are the operator's choice, not a client's (kwire.schemas.validators).
+    ConfigKey("kwire.record.validator.allowed.modules", T.LIST, ("kwire.schemas.validator_examples",),
+              "kwire-specific: module prefixes whose functions a topic's kwire.record.validator may name "
+              "(package.module:function); entry points of group kwire.record_validators are allowed too. "
+              "A topic config naming anything else is refused with INVALID_CONFIG."),
 ]}
 BROKER_KEYS.update({k.name: k for k in SECURITY_KEYS})
 BROKER_KEYS.update({k.name: k for k in GROUP_PROTOCOL_KEYS})

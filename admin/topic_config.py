@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from typing import Any, Iterable, Mapping
 
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -72,11 +73,55 @@ def _k(name: str, config_type: ConfigType, synonyms: Iterable[str | tuple[str, i
 
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+# Broker-side record validation (kwire.schemas): Confluent Server's (and Redpanda's) schema ID
+# validation keys, and kwire's payload decoding and Python validators.  The subject name
+# strategies by Confluent's class names; the short names are accepted too.
+STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+SUBJECT_NAME_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+TOPIC_NAME_STRATEGY = STRATEGY_PACKAGE + "TopicNameStrategy"
+# kwire.record.validator: "package.module:function" or the name of an entry point (group
+# kwire.record_validators); whether it may be loaded is the broker's allow-list
+# (kwire.record.validator.allowed.modules), checked by kwire.schemas.validators.
+_VALIDATOR_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*|[\w.-]+")
+
+
+def strategy_short_name(value: str) -> str | None:
+    """The short name of a subject name strategy given by its short or Confluent class name,
+    None when it is neither."""
+    short = value[len(STRATEGY_PACKAGE):] if value.startswith(STRATEGY_PACKAGE) else value
+    return short if short in SUBJECT_NAME_STRATEGIES else None
+
+
+def _subject_name_strategy(name: str, value: Any) -> None:
+    if value is not None and strategy_short_name(value) is None:
+        names = ", ".join(STRATEGY_PACKAGE + s for s in SUBJECT_NAME_STRATEGIES)
+        raise invalid(name, value, f"must be one of {names} (or the short class name)")
+
+
+def _record_validator(name: str, value: Any) -> None:
+    if value and not _VALIDATOR_SPEC.fullmatch(value):
+        raise invalid(name, value, "must be empty, package.module:function, or the name of an entry point "
+                      "in group kwire.record_validators")
+
+
 TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
     _k("cleanup.policy", T.LIST, ["log.cleanup.policy"],
        "The retention policy for old segments: delete, compact, or both.", subset_of("compact", "delete")),
     _k("compression.type", T.STRING, ["compression.type"],
        "Final compression type for the topic; producer keeps the producer's codec.", one_of(*_COMPRESSION)),
+    _k("confluent.key.schema.validation", T.BOOLEAN, [],
+       "Reject records whose key is not in Confluent's wire format with a schema id registered under "
+       "the key's subject (a null key passes).", default=False),
+    _k("confluent.key.subject.name.strategy", T.STRING, [],
+       "How the key's subject is named: TopicNameStrategy (<topic>-key), RecordNameStrategy (the "
+       "schema's record name) or TopicRecordNameStrategy (<topic>-<record name>).",
+       _subject_name_strategy, default=TOPIC_NAME_STRATEGY),
+    _k("confluent.value.schema.validation", T.BOOLEAN, [],
+       "Reject records whose value is not in Confluent's wire format with a schema id registered under "
+       "the value's subject (a null value, a tombstone, passes).", default=False),
+    _k("confluent.value.subject.name.strategy", T.STRING, [],
+       "How the value's subject is named: TopicNameStrategy (<topic>-value), RecordNameStrategy or "
+       "TopicRecordNameStrategy.", _subject_name_strategy, default=TOPIC_NAME_STRATEGY),
     _k("delete.retention.ms", T.LONG, ["log.cleaner.delete.retention.ms"],
        "How long delete tombstones are retained on a compacted topic.", at_least(0)),
     _k("file.delete.delay.ms", T.LONG, ["log.segment.delete.delay.ms"],
@@ -89,6 +134,17 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        "Replicas whose follower replication is throttled.", _throttled_replicas, default=()),
     _k("index.interval.bytes", T.INT, ["log.index.interval.bytes"],
        "Bytes between entries of the offset index.", at_least(0)),
+    _k("kwire.record.validator", T.STRING, [],
+       "kwire-specific: a Python function (package.module:function, or an entry point of group "
+       "kwire.record_validators) run on each produced record before the append; an exception rejects "
+       "the record. Only modules of the broker's kwire.record.validator.allowed.modules may be named.",
+       _record_validator, default=""),
+    _k("kwire.record.validator.timeout.ms", T.INT, [],
+       "kwire-specific: how long kwire.record.validator may take over one partition's records before "
+       "they are rejected.", at_least(1), default=1000),
+    _k("kwire.schema.validation.decode", T.BOOLEAN, [],
+       "kwire-specific: with confluent.*.schema.validation, also decode the payload with its schema "
+       "(false: Confluent's check of the framing and the schema id only).", default=True),
     _k("leader.replication.throttled.replicas", T.LIST, [],
        "Replicas whose leader replication is throttled.", _throttled_replicas, default=()),
     _k("max.compaction.lag.ms", T.LONG, ["log.cleaner.max.compaction.lag.ms"],

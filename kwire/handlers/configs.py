@@ -26,6 +26,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
+from kwire.schemas.validators import check_topic_configs
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
@@ -85,6 +86,7 @@ async def alter_topic(ctx, name: str, new_configs: dict, validate_only: bool) ->
     if topic is None:
         raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     configs = validate_topic_configs(new_configs)
+    check_topic_configs(ctx.broker.config, configs)      # kwire.record.validator: the allow-list
     if validate_only:
         return
     await ctx.broker.topic_admin.set_configs(name, configs)     # a cluster's: in ZooKeeper, applied here

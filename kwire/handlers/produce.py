@@ -4,6 +4,10 @@ With an authorizer (Kafka's KafkaApis): a request whose batches are transactiona
 its transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each
 topic needs WRITE, else its partitions answer TOPIC_AUTHORIZATION_FAILED and the others are
 appended.  (acks=0: any failure closes the connection, as below.)
+
+A topic with record validation configured (kwire.schemas.produce_checks: Confluent's schema ID
+validation, a Python validator) has each partition's records checked before the append; a bad
+record refuses that partition's append with INVALID_RECORD and record_errors.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from kwire.codecs import records
 from kwire.codecs.errors import CloseConnection, ErrorCode, KafkaApiError
 
 from kwire.runtime.blocking import run_blocking
+from kwire.schemas.produce_checks import record_checks, topic_checks
 from kwire.handlers.registry import Deferred, handles
 from kwire.handlers import authz
 from kwire.handlers.transactions import verify_in_transaction
@@ -67,6 +72,22 @@ def append_to(ctx, plog, topic_name: str, data, flushes: list, waits: list, acks
     return {"index": data.index, "error_code": 0, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
             "record_errors": [], "error_message": None}, result
+
+
+async def check_records(ctx, checks, topic_name: str, data) -> dict | None:
+    """Before the append: the partition's error entry when its records fail the topic's
+    checks, None to go on (also when the append will answer the error itself)."""
+    plog = ctx.broker.logs.partition(topic_name, data.index)
+    if plog is None or not data.records:
+        return None
+    try:
+        await record_checks(ctx.broker).check(ctx.broker, checks, topic_name, data.index, data.records,
+                                              plog.config.max_message_bytes)
+    except KafkaApiError as exc:
+        if ctx.broker.metrics is not None:
+            ctx.broker.metrics.produce_failed(topic_name, int(exc.code))
+        return partition_error(data.index, exc.code, exc.message, _record_errors(exc))
+    return None
 
 
 async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> None:
@@ -156,6 +177,7 @@ async def handle_produce(ctx, request):
                 partition_error(data.index, authz.TOPIC_DENIED) for data in topic.partition_data]})
             continue
         parts = []
+        checks = topic_checks(ctx.broker, topic.name)      # None: nothing to check (the usual case)
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
@@ -163,6 +185,8 @@ async def handle_produce(ctx, request):
             entry = None
             if request.transactional_id is not None:
                 entry = await verify_first_transactional_write(ctx, request, topic.name, data)
+            if entry is None and checks is not None:
+                entry = await check_records(ctx, checks, topic.name, data)
             if entry is None:
                 entry = append_partition(ctx, topic.name, data, flushes, waits, acks)
             if entry["error_code"] == 0:

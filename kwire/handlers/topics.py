@@ -19,6 +19,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
 from kwire.handlers import authz
+from kwire.schemas.validators import check_topic_configs
 
 
 THROTTLED = "The throttling quota has been exceeded."
@@ -60,6 +61,7 @@ def plan_topic(ctx, t) -> tuple[int, dict[str, str]]:
         raise KafkaApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     ctx.broker.topic_admin.check_replication(t.replication_factor, t.assignments)
     configs = validate_topic_configs({c.name: c.value for c in t.configs or ()})
+    check_topic_configs(ctx.broker.config, configs)      # kwire.record.validator: the allow-list
     return partitions, configs
 
 

@@ -67,6 +67,15 @@ async def run_detached(fn: Callable[..., T], *args) -> T:
     return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
 
+async def run_abandonable(fn: Callable[..., T], *args, limiter: trio.CapacityLimiter) -> T:
+    """Run code the broker does not trust to finish (a topic's record validator,
+    kwire.schemas.validators) in a worker thread of ``limiter``'s own.  Such code changes no
+    state of the broker, so a cancelled caller (its time box ran out) returns at once; the
+    thread finishes unobserved and holds its ``limiter`` token until then, so a stuck function
+    uses up that limiter, never the threads of the file work above (trio's default limiter)."""
+    return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=limiter)
+
+
 async def delete_topic(logs, name: str):
     """``LogManager.delete_topic`` (its files removed off the Trio thread); the topic disappears
     from the table first, so no request reads it while its files go.  Raises KafkaApiError
