@@ -30,7 +30,7 @@ from kafka.record.memory_records import MemoryRecords
 from kwire.admin.config_def import split_http_url
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.internal_topics import SCHEMAS
-from kwire.runtime.blocking import run_blocking
+from kwire.runtime.blocking import run_blocking, run_detached
 from kwire.schemas import types
 from kwire.schemas.records import RecordFormatError, decode
 from kwire.schemas.state import RegistryError, RegistryState
@@ -173,9 +173,8 @@ class SchemaRegistryService:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization", "accept")}
         try:
-            status, content_type, body = await trio.to_thread.run_sync(functools.partial(
-                _send, url, request.method, target, headers, await request.body(), self._peer_tls(url)),
-                abandon_on_cancel=True)
+            status, content_type, body = await run_detached(functools.partial(
+                _send, url, request.method, target, headers, await request.body(), self._peer_tls(url)))
         except (OSError, http.client.HTTPException) as exc:
             raise RegistryError(500, 50003, f"Error while forwarding the request to the primary at {url}: "
                                             f"{exc}") from None
@@ -214,7 +213,7 @@ class SchemaRegistryService:
         from kwire.security.passwords import check_password, plain_users_of
         scram = getattr(self.broker.scram, "store", None)
         plain = plain_users_of(self.broker.config.originals)
-        return await trio.to_thread.run_sync(check_password, user, password, scram, plain)
+        return await run_detached(check_password, user, password, scram, plain)
 
     async def serve(self, listener: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve the REST API at ``listener`` (http(s)://HOST:PORT; port 0 picks one) until
