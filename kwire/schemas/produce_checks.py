@@ -23,7 +23,7 @@ from kwire.admin.topic_config import topic_value
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.validation import RecordError, RecordValidationError
 
-from kwire.schemas.record_reader import produced_records
+from kwire.schemas.record_reader import keys_and_values, produced_records
 from kwire.schemas.validation import FieldChecker, FieldRule, Strategy
 from kwire.schemas.validators import (
     ALLOWED_MODULES_KEY, VALIDATOR_KEY, Validator, ValidatorError, ValidatorThreads, resolve,
@@ -83,15 +83,16 @@ def rejected(topic: str, partition: int, errors: dict[int, str]) -> RecordValida
 
 
 def schema_errors(topic: str, checks: TopicChecks, records, source) -> dict[int, str]:
-    """{index: reason} of the records failing the topic's schema rules."""
-    checkers = [(field, FieldChecker(topic, rule, source))
-                for field, rule in (("key", checks.key), ("value", checks.value)) if rule is not None]
+    """{index: reason} of the records failing the topic's schema rules; ``records`` are
+    (index, key, value) (record_reader.keys_and_values)."""
+    checkers = [(position, FieldChecker(topic, rule, source))
+                for position, rule in ((1, checks.key), (2, checks.value)) if rule is not None]
     errors = {}
-    for index, record in records:
-        for field, checker in checkers:
-            reason = checker(getattr(record, field))
+    for record in records:
+        for position, checker in checkers:
+            reason = checker(record[position])
             if reason is not None:
-                errors[index] = reason
+                errors[record[0]] = reason
                 break
     return errors
 
@@ -125,7 +126,8 @@ class RecordChecks:
         (nothing is changed; a validator thread is abandoned)."""
         if checks.broken:
             raise KafkaApiError(ErrorCode.INVALID_RECORD, f"topic {topic}: {checks.broken}")
-        records = produced_records(blob, topic, partition, max_message_bytes)
+        records = (produced_records(blob, topic, partition, max_message_bytes)
+                   if checks.validator is not None else None)
         errors: dict[int, str] = {}
         if checks.key is not None or checks.value is not None:
             source = getattr(broker, "schema_registry", None)
@@ -133,7 +135,9 @@ class RecordChecks:
                 on = " and ".join(f"confluent.{r.field}.schema.validation" for r in (checks.key, checks.value) if r)
                 raise KafkaApiError(ErrorCode.INVALID_RECORD, f"topic {topic} has {on}=true but this broker has "
                                     "no Schema Registry (schema.registry.listeners is not set)")
-            errors = schema_errors(topic, checks, records, source)
+            fields = (keys_and_values(blob, max_message_bytes) if records is None
+                      else [(i, r.key, r.value) for i, r in records])
+            errors = schema_errors(topic, checks, fields, source)
         if checks.validator is not None and records and not errors:     # a refused batch is not run
             what = f"record validator {checks.validator_spec} on topic {topic} partition {partition}"
             try:

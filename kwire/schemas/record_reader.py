@@ -56,15 +56,86 @@ def produced_records(blob, topic: str, partition: int,
     return out
 
 
-def _decode_batch(blob, header, topic: str, partition: int, max_message_bytes: int,
-                  out: list) -> None:
+def keys_and_values(blob, max_message_bytes: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(index, key, value) of every record of every non-control batch of ``blob``: what the
+    schema checks read, without the timestamps and headers a Python validator gets (each
+    record's headers are skipped by its length).  Raises as ``produced_records``."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    position, end = 0, len(blob)
+    while position < end:
+        header = records.read_header(blob, position)
+        if not records.crc_ok(blob, header):
+            raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"CRC mismatch at position {position}")
+        if not header.is_control:
+            body = _body(blob, header, max_message_bytes)
+            try:
+                at = _walk_keys_and_values(body, header.record_count, out)
+            except (CorruptFrame, IndexError, ValueError) as exc:
+                raise KafkaApiError(ErrorCode.INVALID_RECORD, f"a record of the batch at position "
+                                    f"{header.position} does not parse: {exc}") from None
+            if at != len(body):
+                raise KafkaApiError(ErrorCode.INVALID_RECORD, f"{len(body) - at} bytes remain after "
+                                    f"{header.record_count} records in the batch at position {header.position}")
+        position += header.size
+    return out
+
+
+def _walk_keys_and_values(body: bytes, count: int, out: list) -> int:
+    """Append (index, key, value) of ``count`` records of ``body``; the position after them.
+    The hot loop of schema validation: one-byte varints (most lengths and deltas of small
+    records) are read inline, longer ones through read_varint."""
+    at, size = 0, len(body)
+    index = len(out)
+    for _ in range(count):
+        b = body[at]
+        if b < 0x80:
+            length, at = (b >> 1) ^ -(b & 1), at + 1
+        else:
+            length, at = read_varint(body, at)
+        record_end = at + length
+        if length < 6 or record_end > size:
+            raise ValueError(f"record length {length}")
+        at += 1                                             # attributes
+        for _field in range(2):                             # timestampDelta, offsetDelta
+            if body[at] < 0x80:
+                at += 1
+            else:
+                at = read_varint(body, at)[1]
+        fields = []
+        for _field in range(2):                             # key, value
+            b = body[at]
+            if b < 0x80:
+                n, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                n, at = read_varint(body, at)
+            if n < 0:
+                if n != -1:
+                    raise ValueError(f"length {n}")
+                fields.append(None)
+                continue
+            if at + n > record_end:
+                raise ValueError(f"length {n} runs past the record")
+            fields.append(body[at:at + n])
+            at += n
+        out.append((index, fields[0], fields[1]))
+        index += 1
+        at = record_end                                     # the headers are not read
+    return at
+
+
+def _body(blob, header, max_message_bytes: int) -> bytes:
+    """The batch's records bytes, decompressed within the append's bound."""
     start, end = header.position + records.HEADER_SIZE, header.position + header.size
     records.compression_of(blob, header)            # UNSUPPORTED_COMPRESSION_TYPE for codecs 5-7
     if header.compression:
-        body = compression.decompress(header.compression, memoryview(blob)[start:end],
+        return compression.decompress(header.compression, memoryview(blob)[start:end],
                                       compression.decompressed_limit(max_message_bytes))
-    else:
-        body = bytes(memoryview(blob)[start:end])
+    return bytes(memoryview(blob)[start:end])
+
+
+def _decode_batch(blob, header, topic: str, partition: int, max_message_bytes: int,
+                  out: list) -> None:
+    body = _body(blob, header, max_message_bytes)
     first = len(out)
     at = 0
     try:
