@@ -10,6 +10,13 @@ Streaming over a Kafka-protocol broker.
     query log_counts_parquet : log lines per level/service per window → Parquet
     top_pages(...)           : top pages per window and overall, from the Parquet output
 
+    with a Schema Registry (``schema_registry_url``), one schema'd topic as well:
+    generator ──► topic "orders" (Avro through confluent-kafka's AvroSerializer: magic byte,
+                  schema id, Avro binary; the schema registered under "orders-value")
+    query revenue_parquet    : revenue and orders per 1-minute window, from the decoded
+                               ``value_decoded`` struct of format("kwire-kafka") → Parquet
+    revenue(...)             : the latest closed windows' revenue, from the Parquet output
+
 Run it: ``kwire spark-demo --help`` (or ``python -m kwire.spark.cli``; the CLI imports this
 module, never the reverse).
 """
@@ -25,6 +32,16 @@ ACTIVITY_SCHEMA = ("event_id STRING, type STRING, user STRING, page STRING, "
                    "target STRING, query STRING, ts LONG")
 LOG_SCHEMA = "ts LONG, level STRING, service STRING, message STRING"
 PAGE_VIEWS_SCHEMA = "window_start TIMESTAMP, window_end TIMESTAMP, page STRING, views LONG"
+REVENUE_SCHEMA = "window_start TIMESTAMP, window_end TIMESTAMP, revenue DECIMAL(20,2), orders LONG"
+ORDER_AVRO_SCHEMA = {
+    "type": "record", "name": "Order", "namespace": "kwire.demo", "fields": [
+        {"name": "order_id", "type": "string"},
+        {"name": "user", "type": "string"},
+        {"name": "items", "type": "int"},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "coupon", "type": ["null", "string"], "default": None},
+    ]}
 
 PAGES = ["/", "/feed", "/jobs", "/jobs/search", "/messaging", "/notifications",
          "/profile/ada", "/profile/grace", "/company/kwire", "/learning"]
@@ -61,6 +78,55 @@ def log_events(n: int, start_ms: int, span_ms: int, seed: int = 0) -> list[dict]
     return [{"ts": start_ms + (i * span_ms) // max(n, 1), "level": rng.choice(LEVELS),
              "service": rng.choice(SERVICES), "message": f"request {i} handled"}
             for i in range(n)]
+
+
+def order_events(n: int, start_ms: int, span_ms: int, seed: int = 0,
+                 first_id: int = 0) -> list[dict]:
+    """``n`` deterministic orders (ORDER_AVRO_SCHEMA) spread over [start_ms, start_ms + span_ms)."""
+    from decimal import Decimal
+    rng = random.Random(seed ^ 0x0DE5)
+    return [{"order_id": f"o{first_id + i:08d}", "user": f"u{rng.randrange(500)}",
+             "items": rng.randint(1, 5), "amount": Decimal(rng.randrange(199, 20000)) / 100,
+             "ts": start_ms + (i * span_ms) // max(n, 1),
+             "coupon": rng.choice([None, None, None, "WELCOME10"])}
+            for i in range(n)]
+
+
+def order_serializer(registry_url: str):
+    """``serialize(order, topic) -> bytes``: confluent-kafka's AvroSerializer against the
+    registry (registers ORDER_AVRO_SCHEMA under ``<topic>-value`` on first use)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    avro = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(ORDER_AVRO_SCHEMA))
+    return lambda order, topic: avro(order, SerializationContext(topic, MessageField.VALUE))
+
+
+def register_order_schema(registry_url: str, topic: str) -> int:
+    """Register ORDER_AVRO_SCHEMA under ``<topic>-value`` (TopicNameStrategy); returns its id.
+    Raises confluent-kafka's SchemaRegistryError, e.g. for an incompatible schema there."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    client = SchemaRegistryClient({"url": registry_url})
+    try:
+        return client.register_schema(f"{topic}-value", Schema(json.dumps(ORDER_AVRO_SCHEMA), "AVRO"))
+    finally:
+        client.close()
+
+
+def produce_orders(bootstrap: str, topic: str, orders: list[dict], serialize, producer=None) -> None:
+    """Send orders Avro-encoded (``serialize`` from order_serializer), keyed by user, with
+    their ``ts`` as the record timestamp; waits for all acks."""
+    from kafka import KafkaProducer
+    p = producer or KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    try:
+        futures = [p.send(topic, value=serialize(o, topic), key=o["user"].encode(), timestamp_ms=o["ts"])
+                   for o in orders]
+        p.flush(60)
+        for f in futures:
+            f.get(60)
+    finally:
+        if producer is None:
+            p.close(10)
 
 
 def ensure_topics(bootstrap: str, topics: dict[str, int]) -> None:
@@ -128,16 +194,18 @@ class PipelineConfig:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     extra_options: dict = field(default_factory=dict)
+    orders_topic: str | None = None         # the Avro topic; needs schema_registry_url
+    schema_registry_url: str | None = None
 
 
-def read_topic(spark, cfg: PipelineConfig, topic: str):
-    reader = (spark.readStream.format(cfg.fmt)
+def read_topic(spark, cfg: PipelineConfig, topic: str, fmt: str | None = None, options: dict | None = None):
+    reader = (spark.readStream.format(fmt or cfg.fmt)
               .option("kafka.bootstrap.servers", cfg.bootstrap)
               .option("subscribe", topic)
               .option("startingOffsets", cfg.starting_offsets))
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    for k, v in cfg.extra_options.items():
+    for k, v in {**cfg.extra_options, **(options or {})}.items():
         reader = reader.option(k, v)
     return reader.load()
 
@@ -169,6 +237,31 @@ def log_counts(logs_df, cfg: PipelineConfig):
             .agg(F.count(F.lit(1)).alias("lines"))
             .select(F.col("window.start").alias("window_start"),
                     F.col("window.end").alias("window_end"), "level", "service", "lines"))
+
+
+def revenue_per_minute(orders_df, cfg: PipelineConfig):
+    """Decoded order rows → (window_start, window_end, revenue, orders) with a watermark;
+    records that did not decode (``value_decoded`` null) are left out."""
+    from pyspark.sql import functions as F
+    orders = (orders_df.where(F.col("value_decoded").isNotNull())
+              .select("value_decoded.*")
+              .withWatermark("ts", cfg.watermark))
+    return (orders.groupBy(F.window("ts", cfg.window))
+            .agg(F.sum("amount").cast("decimal(20,2)").alias("revenue"), F.count(F.lit(1)).alias("orders"))
+            .select(F.col("window.start").alias("window_start"),
+                    F.col("window.end").alias("window_end"), "revenue", "orders"))
+
+
+def _revenue_query(spark, cfg: PipelineConfig, trigger: dict):
+    # kwire's data source whichever connector the other queries use: Spark's own Kafka
+    # connector has no Schema Registry decoding
+    orders = read_topic(spark, cfg, cfg.orders_topic, fmt="kwire-kafka",
+                        options={"schema.registry.url": cfg.schema_registry_url, "valueFormat": "avro"})
+    return (revenue_per_minute(orders, cfg).writeStream.queryName("revenue_parquet")
+            .format("parquet").outputMode("append")
+            .option("path", os.path.join(cfg.out_dir, "revenue"))
+            .option("checkpointLocation", os.path.join(cfg.checkpoint_dir, "revenue_parquet"))
+            .trigger(**trigger).start())
 
 
 def start_pipeline(spark, cfg: PipelineConfig, trigger: dict, with_topic_sink: bool = True):
@@ -203,7 +296,19 @@ def start_pipeline(spark, cfg: PipelineConfig, trigger: dict, with_topic_sink: b
             .foreachBatch(_topic_writer(cfg))
             .option("checkpointLocation", os.path.join(ckpt, "page_views_topic"))
             .trigger(**trigger).start())
+    if cfg.orders_topic and cfg.schema_registry_url:
+        # each kwire-kafka query starts a Python process on the driver and Spark gives it 10 s
+        # to connect back; on a loaded machine that fails while other queries run their first
+        # micro-batch, so this one starts once they have (bounded wait)
+        _wait_first_batch(queries, timeout_s=60)
+        queries.append(_revenue_query(spark, cfg, trigger))
     return queries
+
+
+def _wait_first_batch(queries, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(q.isActive and q.lastProgress is None for q in queries):
+        time.sleep(0.2)
 
 
 def _topic_writer(cfg: PipelineConfig):
@@ -251,3 +356,14 @@ def top_pages(spark, out_dir: str, n: int = 3):
     for r in ranked:
         per_window.setdefault(r.window_start, []).append((r.page, r.views))
     return overall, per_window
+
+
+def revenue(spark, out_dir: str, n: int = 3) -> list[tuple]:
+    """[(window_start, revenue, orders)] of the latest ``n`` closed windows, oldest first,
+    from the Parquet output of revenue_parquet ([] before any window closed)."""
+    path = os.path.join(out_dir, "revenue")
+    if not os.path.isdir(path):
+        return []
+    rows = (spark.read.schema(REVENUE_SCHEMA).parquet(path)
+            .orderBy("window_start", ascending=False).limit(n).collect())
+    return [(r.window_start, r.revenue, r.orders) for r in reversed(rows)]

@@ -2,7 +2,10 @@
 run on PySpark (local mode) against kwire — or any Kafka broker with ``--bootstrap``.
 
 Without ``--bootstrap`` it starts ``python -m kwire serve`` as a child process on a free
-loopback port (the broker as a process, as any user would) and stops it at the end.
+loopback port (the broker as a process, as any user would), with its Schema Registry on
+another, and stops it at the end.  With a registry (the demo broker's, or
+``--schema-registry URL``) the generator also writes Avro orders and the pipeline sums
+their decoded amounts per minute.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import threading
 import time
 
 from kwire.testing import BrokerProcess
+from kwire.testing.process import free_port, wait_port
 
 from . import activity as A
 
@@ -44,23 +48,41 @@ def parse_args(argv):
     p.add_argument("--activity-topic", default="activity")
     p.add_argument("--logs-topic", default="service-logs")
     p.add_argument("--output-topic", default="page-views-per-minute")
+    p.add_argument("--orders-topic", default="orders", help="the Avro topic (default %(default)s)")
+    p.add_argument("--schema-registry", metavar="URL",
+                   help="Schema Registry for the Avro orders topic (default: the demo broker's own; "
+                        "with --bootstrap and no URL, no orders topic)")
     return p.parse_args(argv)
 
 
-def start_broker(data_dir: str, timeout_s: float = 20) -> BrokerProcess:
-    """``python -m kwire serve`` on a free loopback port, data and log under ``data_dir``.
+def start_broker(data_dir: str, timeout_s: float = 20, registry: bool = True) -> BrokerProcess:
+    """``python -m kwire serve`` on a free loopback port, data and log under ``data_dir``,
+    with ``registry`` its Schema Registry on another (``.registry_url``, else None).
 
     Production defaults (no test shortcuts).  Raises ``BrokerStartError``; stop it
     with ``.stop()`` (SIGTERM, then -9 after 10 s).
     """
     os.makedirs(data_dir, exist_ok=True)
-    return BrokerProcess(data_dir, test_defaults=False).start(timeout_s)
+    port = free_port() if registry else None
+    properties = {"schema.registry.listeners": f"http://127.0.0.1:{port}"} if port else {}
+    broker = BrokerProcess(data_dir, test_defaults=False, properties=properties).start(timeout_s)
+    broker.registry_url = None
+    if port:
+        try:
+            wait_port("127.0.0.1", port, timeout_s, broker.proc)
+        except BaseException:
+            broker.stop()
+            raise
+        broker.registry_url = f"http://127.0.0.1:{port}"
+    return broker
 
 
 def generate(bootstrap: str, cfg: A.PipelineConfig, rate: int, stop: threading.Event) -> None:
-    """Produce live events (event time = now) at ``rate``/s until ``stop`` is set."""
+    """Produce live events (event time = now) at ``rate``/s until ``stop`` is set; with an
+    orders topic, an order for every fifth activity event as well."""
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    serialize = A.order_serializer(cfg.schema_registry_url) if cfg.orders_topic else None
     sent, seed = 0, 0
     try:
         while not stop.is_set():
@@ -71,6 +93,10 @@ def generate(bootstrap: str, cfg: A.PipelineConfig, rate: int, stop: threading.E
                            key="user", producer=producer)
             A.produce_json(bootstrap, cfg.logs_topic,
                            A.log_events(max(1, batch // 4), now, 100, seed=seed), producer=producer)
+            if serialize is not None:
+                A.produce_orders(bootstrap, cfg.orders_topic,
+                                 A.order_events(max(1, batch // 5), now, 100, seed=seed, first_id=sent),
+                                 serialize, producer=producer)
             sent += batch
             seed += 1
             stop.wait(0.1)
@@ -126,6 +152,11 @@ def report(spark, cfg: A.PipelineConfig, queries, live: LiveCounts | None = None
     if overall:
         out(f"  Parquet, {len(per_window)} closed windows; top pages: "
             + ", ".join(f"{page} {views}" for page, views in overall))
+    if cfg.orders_topic:
+        windows = A.revenue(spark, cfg.out_dir, n=3)
+        if windows:
+            out(f"  revenue per minute ({cfg.orders_topic}, Avro via the Schema Registry): "
+                + ", ".join(f"{w:%H:%M} {rev} ({n} orders)" for w, rev, n in windows))
 
 
 def drain_and_stop(queries, timeout_s: float = 30) -> None:
@@ -141,6 +172,14 @@ def drain_and_stop(queries, timeout_s: float = 30) -> None:
         q.stop()
 
 
+def _registry_client_installed() -> bool:
+    try:
+        import confluent_kafka.schema_registry.avro  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv=None) -> int:
     args = parse_args(list(argv if argv is not None else sys.argv[1:]))
     from .session import build_session, choose_connector
@@ -152,19 +191,33 @@ def main(argv=None) -> int:
     base = os.path.abspath(args.dir)
     broker = None
     bootstrap = args.bootstrap
+    registry_url = args.schema_registry
+    if registry_url and not _registry_client_installed():
+        print("kwire spark-demo: --schema-registry needs confluent-kafka's schema registry client "
+              '(pip install "confluent-kafka[schemaregistry,avro]")', file=sys.stderr)
+        return 2
     if bootstrap is None:
-        broker = start_broker(os.path.join(base, "broker"))
+        broker = start_broker(os.path.join(base, "broker"), registry=_registry_client_installed())
         bootstrap = broker.bootstrap
         print(f"kwire broker at {bootstrap} (pid {broker.pid})")
+        if broker.registry_url:
+            registry_url = registry_url or broker.registry_url
+            print(f"Schema Registry at {broker.registry_url}")
     stop = threading.Event()
     gen = None
     try:
         cfg = A.PipelineConfig(bootstrap, os.path.join(base, "out"), os.path.join(base, "checkpoints"),
                                fmt=connector.fmt, max_offsets_per_trigger=args.max_offsets_per_trigger,
                                activity_topic=args.activity_topic, logs_topic=args.logs_topic,
-                               output_topic=args.output_topic)
-        A.ensure_topics(bootstrap, {cfg.activity_topic: args.partitions,
-                                    cfg.logs_topic: args.partitions, cfg.output_topic: 1})
+                               output_topic=args.output_topic,
+                               orders_topic=args.orders_topic if registry_url else None,
+                               schema_registry_url=registry_url)
+        topics = {cfg.activity_topic: args.partitions, cfg.logs_topic: args.partitions, cfg.output_topic: 1}
+        if cfg.orders_topic:
+            topics[cfg.orders_topic] = args.partitions
+            # before the query starts: it reads the subject's latest schema then
+            A.register_order_schema(registry_url, cfg.orders_topic)
+        A.ensure_topics(bootstrap, topics)
         spark = build_session("kwire-spark-demo", connector=connector, log_level=args.spark_log_level)
         print(f"Spark {spark.version}, source format({connector.fmt!r}); output in {cfg.out_dir}")
         if args.once:

@@ -15,6 +15,18 @@ Options (as in Spark's Kafka source): ``kafka.bootstrap.servers`` and any other
 ``startingOffsetsByTimestampStrategy`` (error|latest), ``maxOffsetsPerTrigger``,
 ``minPartitions``, ``failOnDataLoss``, ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``.
 The writer (see writer.py) takes ``topic`` and ``kafka.*`` producer settings.
+
+Schema Registry decoding (registry.py, decoding.py, schema_types.py): with
+``schema.registry.url`` (and ``schema.registry.basic.auth.user.info=user:password``...) the
+rows keep every Kafka column and gain ``value_decoded``, a struct shaped by the latest schema
+of ``valueSubject`` (default ``<topic>-value``; required with ``subscribePattern`` or several
+topics) at query start, and ``value_decode_error``.  ``valueFormat`` is ``avro``,
+``protobuf``, ``json`` or ``auto`` (default: the subject's schemaType).  Each record is read
+with its writer's schema, found by the id in its Confluent header, and conformed to that
+struct by field name (missing fields null).  A record that is not Confluent-framed, or whose
+schema cannot be fetched or read, gets a null ``value_decoded`` and the reason in
+``value_decode_error``; ``failOnDecodeError=true`` fails the query instead.
+``keyFormat``/``keySubject`` add ``key_decoded``/``key_decode_error`` the same way.
 """
 from __future__ import annotations
 
@@ -31,6 +43,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 from .kafka_io import (EARLIEST, LATEST, OffsetResolver, TopicPartition, data_loss,
                        offsets_from_json, offsets_to_json, read_range, subscription_strategy)
+from .registry import decoded_columns, decoded_fields, requested, resolve_specs, specs_from_schema
 
 NAME = "kwire-kafka"
 log = logging.getLogger("kwire.spark.source")
@@ -76,7 +89,13 @@ class KafkaDataSource(DataSource):
         return NAME
 
     def schema(self):
-        return kafka_schema(_bool(self.options, "includeHeaders", False))
+        base = kafka_schema(_bool(self.options, "includeHeaders", False))
+        options = {k.lower(): v for k, v in self.options.items()}
+        if not requested(options):
+            return base
+        # the subjects' latest schemas now, once: every task decodes to this struct
+        specs = resolve_specs(options, subscription_strategy(options))
+        return StructType(base.fields + decoded_fields(specs))
 
     def reader(self, schema):
         return KafkaBatchReader(dict(self.options), schema)
@@ -104,6 +123,8 @@ class _KafkaReaderBase:
         self.include_headers = "headers" in schema.fieldNames()
         self.poll_timeout_ms = int(self.options.get("kafkaconsumer.polltimeoutms", 120000))
         self.min_partitions = int(self.options.get("minpartitions", 0) or 0)
+        self.decode_specs = specs_from_schema(self.options, schema)
+        self.fail_on_decode_error = _bool(self.options, "failOnDecodeError", False)
 
     # -- driver side --------------------------------------------------------------------
 
@@ -190,15 +211,17 @@ class _KafkaReaderBase:
         from pyspark.sql.pandas.types import to_arrow_schema
         pa_schema = to_arrow_schema(self.schema, timezone="UTC")
         if pa_schema.names != ["key", "value", "topic", "partition", "offset", "timestamp",
-                               "timestampType"] + (["headers"] if self.include_headers else []):
+                               "timestampType"] + (["headers"] if self.include_headers else []) \
+                + [name for s in self.decode_specs for name in (s.decoded, s.error)]:
             raise ValueError(f"{NAME} cannot produce the schema {self.schema.simpleString()}; "
                              "select columns after loading instead of passing a schema")
         for records in read_range(self.options, r.tp, r.from_offset, r.until_offset,
                                   self.fail_on_data_loss, self.poll_timeout_ms, log.warning):
-            yield _to_arrow(pa, pa_schema, records, self.include_headers)
+            decoded = decoded_columns(self.decode_specs, records, self.fail_on_decode_error)
+            yield _to_arrow(pa, pa_schema, records, self.include_headers, decoded)
 
 
-def _to_arrow(pa, pa_schema, records, include_headers: bool):
+def _to_arrow(pa, pa_schema, records, include_headers: bool, extra: list = ()):
     n = len(records)
     columns = [
         [r.key for r in records], [r.value for r in records], [records[0].topic] * n,
@@ -210,6 +233,7 @@ def _to_arrow(pa, pa_schema, records, include_headers: bool):
         # a record without headers has null, not an empty array, as in Spark's connector
         columns.append([[{"key": k, "value": v} for k, v in r.headers] if r.headers else None
                         for r in records])
+    columns += extra
     arrays = [pa.array(col, type=field.type) for col, field in zip(columns, pa_schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=pa_schema)
 
