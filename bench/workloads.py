@@ -264,6 +264,8 @@ def _prepare_produce_topic(bootstrap, topic, partitions, create, errs,
     """create="required": CreateTopics must work; otherwise auto-creation may stand in."""
     if create == "required":
         create_topic(bootstrap, topic, partitions, errs, log_path)
+    elif create == "existing":
+        return
     else:
         _ensure_single_partition_topic(bootstrap, topic, errs, log_path, notes)
 
@@ -346,9 +348,11 @@ def _produce_failure(failure: str | None, dr: _Deliveries, count: int,
 def produce_throughput(bootstrap: str, topic: str, count: int, size: int,
                        acks, partitions: int, timeout_s: float,
                        stall_s: float = 60.0, create: str = "required",
-                       log_path: str | None = None) -> dict:
-    """Produce ``count`` records of ``size`` bytes; the clock runs from the
-    first produce() until every delivery report has come back."""
+                       log_path: str | None = None, payload: bytes | None = None) -> dict:
+    """Produce ``count`` records of ``size`` bytes (``payload`` when given: the same
+    bytes every time, e.g. a Confluent-framed Avro record; random otherwise); the
+    clock runs from the first produce() until every delivery report has come back.
+    ``create="existing"``: the caller made the topic (with its configs)."""
     errs = _ClientErrors()
     notes: list[str] = []
     try:
@@ -363,7 +367,7 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int,
     conf["acks"] = acks
     conf["on_delivery"] = dr.on_delivery
     p = Producer(conf)
-    payload = os.urandom(size)
+    payload = os.urandom(size) if payload is None else payload
     cpu0 = _cpu_s()
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
@@ -383,7 +387,7 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int,
 
     metrics = _produce_metrics(count, size, acks, partitions, dr, elapsed,
                                client_cpu)
-    if create != "required":
+    if create == "fallback-auto":
         n = _partition_count(bootstrap, topic, errs, log_path)
         metrics["partitions_observed"] = n
         if n is not None and n != partitions:
