@@ -130,9 +130,8 @@ def produce(broker, topic: str, spec: dict, payload: bytes | None, timeout_s: fl
 
 
 def create(bootstrap: str, name: str, partitions: int, configs: dict) -> None:
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(name, partitions, 1, config=configs)])
-    futures[name].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})      # kept alive until the result is in
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(30)
 
 
 def run(args) -> dict:
@@ -145,7 +144,7 @@ def run(args) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     opts = types.SimpleNamespace(kwire_arg=["--override", f"schema.registry.listeners={url}"],
-                                 tansu_bin=args.tansu_bin, start_timeout=60)
+                                 tansu_bin=args.tansu_bin, start_timeout=60, keep_data=False)
     kwire, _ = bench_run.start_broker("kwire", opts, run_dir, [])
     wait_port("127.0.0.1", port, timeout=30)
     try:
