@@ -19,6 +19,9 @@ import json
 
 import avro.schema
 
+from kwire.codecs.errors import CorruptFrame
+from kwire.codecs.primitives import read_varint
+
 _NAMED_STRUCTURE = {"type", "name", "namespace", "fields", "symbols", "size", "default", "aliases", "doc"}
 _FIELD_STRUCTURE = {"name", "type", "default", "aliases", "doc", "order"}
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
@@ -158,19 +161,12 @@ class Truncated(ValueError):
 
 
 def read_long(data, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at ``pos``: (value, next position); raises Truncated."""
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise Truncated("the data ends inside a varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift >= 70:
-            raise Truncated("a varint longer than 10 bytes")
+    """A zig-zag varint at ``pos`` (the wire codec's reader): (value, next position); raises
+    Truncated."""
+    try:
+        return read_varint(data, pos)
+    except CorruptFrame as exc:
+        raise Truncated(f"the data ends inside a varint or has one over 10 bytes ({exc})") from None
 
 
 _FIXED_WIDTH = {"null": 0, "float": 4, "double": 8}

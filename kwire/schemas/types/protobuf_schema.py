@@ -29,6 +29,9 @@ from google.protobuf import (any_pb2, api_pb2, descriptor_pb2, descriptor_pool, 
                              field_mask_pb2, message, message_factory, source_context_pb2, struct_pb2,
                              timestamp_pb2, type_pb2, wrappers_pb2)
 
+from kwire.codecs.errors import CorruptFrame
+from kwire.codecs.primitives import read_varint
+
 from . import _proto_compat
 from ._base import ParsedSchema, RecordInvalid, SchemaError
 from ._proto_parser import parse_proto
@@ -190,13 +193,8 @@ def _read_indexes(data: bytes) -> tuple[tuple[int, ...], int]:
 
 
 def _zigzag(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise RecordInvalid("the message-index array is cut short")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
+    """A zig-zag varint of the message-index array (the wire codec's reader)."""
+    try:
+        return read_varint(data, pos)
+    except CorruptFrame:
+        raise RecordInvalid("the message-index array is cut short") from None
