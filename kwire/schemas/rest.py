@@ -11,8 +11,11 @@ Confluent's registry forwards to its primary.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
+import time
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -330,9 +333,6 @@ class BasicAuth:
         await response(scope, receive, send)
 
     async def _allowed(self, header: bytes) -> bool:
-        import base64
-        import hashlib
-        import time
         scheme, _, token = header.partition(b" ")
         if scheme.lower() != b"basic":
             return False
