@@ -15,7 +15,11 @@ A broker that is not the primary forwards writes over HTTP to the primary's regi
 registration); one without a copy of ``_schemas`` forwards reads too.
 
 For the produce path (kwire.schemas.validation), ``schema_by_id`` and ``subject_has_id``
-answer from the state at once (catching up first, without awaiting).
+answer from the state at once (catching up first, without awaiting).  A cluster broker with no
+copy of ``_schemas-0`` has its state from a mirror instead (kwire.schemas.mirror: it fetches
+the partition from its leader as a consumer).  A copy, or the mirror, can lag the primary by a
+fetch: a record naming a schema registered a moment ago may not be in the state yet, so the
+produce path awaits ``refresh`` before it refuses one.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.internal_topics import SCHEMAS
 from kwire.runtime.blocking import run_blocking, run_detached
 from kwire.schemas import types
+from kwire.schemas.mirror import SchemaMirror
 from kwire.schemas.records import RecordFormatError, decode
 from kwire.schemas.state import RegistryError, RegistryState
 
@@ -42,6 +47,7 @@ WRITE_WAIT_S = 10.0          # a write waits this long for the ISR (Confluent's 
 FORWARD_TIMEOUT_S = 15.0
 PRIMARY_WAIT_S = 5.0         # a write waits this long for _schemas-0 to have a leader
 READ_BYTES = 1 << 20
+HIGH_WATERMARK_POLL_S = 0.02  # refresh on a follower: a follower's high watermark moves without a wake-up
 
 
 class SchemaRegistryService:
@@ -55,6 +61,7 @@ class SchemaRegistryService:
         self._write_lock = trio.Lock()
         self.url: str | None = None            # as bound: http://host:port
         self.skipped = 0                       # records this reader could not understand
+        self.mirror = SchemaMirror(self)       # run by ``serve`` in cluster mode
 
     # -- the log --------------------------------------------------------------------------
     async def ensure_topic(self) -> None:
@@ -84,15 +91,23 @@ class SchemaRegistryService:
             data = plog.read(offset, READ_BYTES)
             if not data:
                 break
-            records = MemoryRecords(data)
-            while records.has_next():
-                batch = records.next_batch()
-                if not batch.is_control_batch:
-                    for record in batch:
-                        self._apply(record.offset, record.key, record.value)
-                offset = batch.base_offset + batch.last_offset_delta + 1
+            offset = self._replay(data, offset)
         self._next_offset = offset
         return self.state_now
+
+    def _replay(self, data, offset: int) -> int:
+        """Apply the records at or after ``offset`` in ``data`` (whole batches of
+        ``_schemas-0``, the first one holding ``offset``), control batches skipped; the offset
+        after the last batch.  Shared with the mirror (kwire.schemas.mirror)."""
+        records = MemoryRecords(data)
+        while records.has_next():
+            batch = records.next_batch()
+            if not batch.is_control_batch:
+                for record in batch:
+                    if record.offset >= offset:
+                        self._apply(record.offset, record.key, record.value)
+            offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
+        return offset
 
     def _apply(self, offset: int, key, value) -> None:
         try:
@@ -191,6 +206,30 @@ class SchemaRegistryService:
     def subject_has_id(self, subject: str, schema_id: int) -> bool:
         return any(v.id == schema_id for v in self.catch_up().live_versions(subject))
 
+    async def refresh(self, timeout_s: float = 2.0) -> None:
+        """Wait (up to ``timeout_s``) until the state holds what the primary had committed at
+        the call; for the produce path, before it refuses a record whose schema id or subject
+        the state does not know.  The next ``schema_by_id``/``subject_has_id`` then answers
+        from it (they catch up first).
+
+        The primary (or a single node) replays up to what is committed: it returns at once.
+        The mirror: once a fetch sent after the call has been applied.  A follower's copy:
+        once its high watermark reaches the log end it had at the call (the follower learns
+        the leader's high watermark with its next fetch, up to ``replica.fetch.wait.max.ms``
+        later).  Never raises; cancel-safe."""
+        if self.broker.cluster is None:
+            return
+        with trio.move_on_after(timeout_s):
+            if self.mirror.active:
+                await self.mirror.wait_fetched()
+                return
+            plog = self._local_copy()
+            if plog is None or self.is_primary():
+                return
+            target = plog.log_end_offset
+            while plog.high_watermark < target and self._local_copy() is plog:
+                await trio.sleep(HIGH_WATERMARK_POLL_S)
+
     # -- serving ----------------------------------------------------------------------------
     def _tls_context(self):
         """The broker's ``ssl.*`` settings as a server context (kwire.security.tls).  Raises
@@ -216,8 +255,8 @@ class SchemaRegistryService:
         return await run_detached(check_password, user, password, scram, plain)
 
     async def serve(self, listener: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Serve the REST API at ``listener`` (http(s)://HOST:PORT; port 0 picks one) until
-        cancelled; ``task_status.started(url as bound)``."""
+        """Serve the REST API at ``listener`` (http(s)://HOST:PORT; port 0 picks one), and in
+        cluster mode run the mirror, until cancelled; ``task_status.started(url as bound)``."""
         from hypercorn.trio import serve
         from kwire.schemas.rest import BasicAuth, RegistryApi
         scheme, host, port = split_http_url(listener)
@@ -235,6 +274,8 @@ class SchemaRegistryService:
             bound = binds[0].split("://", 1)[-1]
             self.url = f"{scheme}://{bound}"
             logger.info("schema registry listening on %s", self.url)
+            if self.broker.cluster is not None:
+                nursery.start_soon(self.mirror.run)
             task_status.started(self.url)
 
 
