@@ -270,17 +270,19 @@ def _prepare_produce_topic(bootstrap, topic, partitions, create, errs,
         _ensure_single_partition_topic(bootstrap, topic, errs, log_path, notes)
 
 
-def _send_all(p: Producer, topic: str, payload: bytes, count: int,
+def _send_all(p: Producer, topic: str, payload: bytes | list[bytes], count: int,
               dr: _Deliveries, watch: _StallWatch, deadline: float,
               timeout_s: float) -> int:
-    """produce() ``count`` records, serving delivery reports whenever the
-    local queue is full; returns how many were handed to librdkafka.
-    Raises WorkloadError on a stall, the deadline or all-failing deliveries."""
+    """produce() ``count`` records (``payload``, or the values of a list in
+    turn), serving delivery reports whenever the local queue is full; returns
+    how many were handed to librdkafka.  Raises WorkloadError on a stall, the
+    deadline or all-failing deliveries."""
     produced = 0
+    payloads = [payload] if isinstance(payload, bytes) else payload
     for i in range(count):
         while True:
             try:
-                p.produce(topic, payload)
+                p.produce(topic, payloads[i % len(payloads)])
                 break
             except BufferError:
                 # local queue full: serve delivery reports and retry
@@ -348,9 +350,11 @@ def _produce_failure(failure: str | None, dr: _Deliveries, count: int,
 def produce_throughput(bootstrap: str, topic: str, count: int, size: int,
                        acks, partitions: int, timeout_s: float,
                        stall_s: float = 60.0, create: str = "required",
-                       log_path: str | None = None, payload: bytes | None = None) -> dict:
+                       log_path: str | None = None,
+                       payload: bytes | list[bytes] | None = None) -> dict:
     """Produce ``count`` records of ``size`` bytes (``payload`` when given: the same
-    bytes every time, e.g. a Confluent-framed Avro record; random otherwise); the
+    bytes every time, e.g. a Confluent-framed Avro record, or a list of values sent
+    in turn; random otherwise); the
     clock runs from the first produce() until every delivery report has come back.
     ``create="existing"``: the caller made the topic (with its configs)."""
     errs = _ClientErrors()

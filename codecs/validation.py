@@ -155,7 +155,7 @@ def walk_records(data, start: int, end: int, record_count: int, base_timestamp: 
             # Runs of records sharing one layout are checked with strided slices (C
             # speed): BIG_CHUNK records at once, else CHUNK; other records one by one.
             keys = rules.compacted
-            for first, last in _chunks(record_count):
+            for first, last in record_chunks(record_count):
                 after = _uniform_chunk(data, position, end, first, last, keys)
                 if after is None:
                     after = _walk_small_chunks(data, position, end, first, last, record_count,
@@ -172,7 +172,7 @@ def walk_records(data, start: int, end: int, record_count: int, base_timestamp: 
     return errors
 
 
-def _chunks(record_count: int) -> Iterator[tuple[int, int]]:
+def record_chunks(record_count: int) -> Iterator[tuple[int, int]]:
     """(first, last) index ranges of at most BIG_CHUNK records, each inside one
     offset-delta varint width (deltas 0-63: 1 byte, 64-8191: 2 bytes, ...)."""
     first, width_end = 0, 64
@@ -313,11 +313,21 @@ def _offset_delta_columns(first: int, last: int) -> list[bytes]:
 def _uniform_chunk(data, position: int, end: int, first: int, last: int,
                    keys: bool = False) -> int | None:
     """If records first .. last - 1 all share the layout of the first, the position after
-    them; else None (nothing is concluded).  Each check is one strided slice.
+    them; else None (nothing is concluded)."""
+    run = uniform_run(data, position, end, first, last, keys)
+    return None if run is None else run[0]
 
-    The chunk lies inside one offset-delta width (see ``_chunks``), so equal
+
+def uniform_run(data, position: int, end: int, first: int, last: int,
+                keys: bool = False) -> tuple[int, tuple[int, int, int, int, int]] | None:
+    """If records first .. last - 1 all share the layout of the first, (the position after
+    them, that layout as ``_layout`` gives it); else None (nothing is concluded).  Each
+    check is one strided slice.
+
+    The chunk lies inside one offset-delta width (see ``record_chunks``), so equal
     layouts mean equal lengths.  Key and value bytes are not read; header
-    counts must be 0, keys present if ``keys`` (a compacted topic).
+    counts must be 0, keys present if ``keys`` (a compacted topic).  The schema
+    checks (kwire.schemas.record_reader) read a run's keys and values as columns.
     """
     layout = _layout(data, position, end)
     if layout is None:
@@ -349,7 +359,7 @@ def _uniform_chunk(data, position: int, end: int, first: int, last: int,
         return None
     if any(column(offset_start + j) != col for j, col in enumerate(expected)):
         return None
-    return stop
+    return stop, layout
 
 
 def _check_timestamp(errors: list, index: int, timestamp: int, rules: RecordRules,

@@ -6,7 +6,10 @@ each bad record by its index, and an ``error_message`` naming the first and its 
 What a topic checks comes from its configs (``TopicChecks``): Confluent's schema ID
 validation of keys and/or values (``kwire.schemas.validation``, against the broker's Schema
 Registry), and a Python validator (``kwire.schemas.validators``).  The schema checks are
-synchronous and run on the Trio thread; the Python validator runs in a worker thread under
+synchronous and run on the Trio thread (records read by ``record_reader.field_runs``: a
+check by schema id alone reads runs of records that share their prefix as one); before a
+refusal they wait once for the registry to catch up (``refresh``: a schema registered a
+moment ago may not have reached this broker's copy of ``_schemas`` yet); the Python validator runs in a worker thread under
 its time box.  Both happen before ``partitions.append``, which itself never awaits, so the
 append stays atomic.  A topic with no configs of its own costs the produce path one
 attribute read; one with other overrides, one dict lookup (the plan is cached by the
@@ -23,8 +26,8 @@ from kwire.admin.topic_config import topic_value
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.validation import RecordError, RecordValidationError
 
-from kwire.schemas.record_reader import keys_and_values, produced_records
-from kwire.schemas.validation import FieldChecker, FieldRule, Strategy
+from kwire.schemas.record_reader import field_runs, produced_records
+from kwire.schemas.validation import PREFIX_SIZE, FieldChecker, FieldRule, Strategy
 from kwire.schemas.validators import (
     ALLOWED_MODULES_KEY, VALIDATOR_KEY, Validator, ValidatorError, ValidatorThreads, resolve,
 )
@@ -82,19 +85,25 @@ def rejected(topic: str, partition: int, errors: dict[int, str]) -> RecordValida
                                  [RecordError(i, r) for i, r in ordered])
 
 
-def schema_errors(topic: str, checks: TopicChecks, records, source) -> dict[int, str]:
-    """{index: reason} of the records failing the topic's schema rules; ``records`` are
-    (index, key, value) (record_reader.keys_and_values)."""
+def schema_errors(topic: str, checks: TopicChecks, runs, source) -> dict[int, str]:
+    """{index: reason} of the records failing the topic's schema rules; ``runs`` are
+    record_reader's FieldRuns (index, count, key, value): a run's verdict is its records'."""
     checkers = [(position, FieldChecker(topic, rule, source))
-                for position, rule in ((1, checks.key), (2, checks.value)) if rule is not None]
+                for position, rule in ((2, checks.key), (3, checks.value)) if rule is not None]
     errors = {}
-    for record in records:
+    for run in runs:
         for position, checker in checkers:
-            reason = checker(record[position])
+            reason = checker(run[position])
             if reason is not None:
-                errors[record[0]] = reason
+                errors.update(dict.fromkeys(range(run[0], run[0] + run[1]), reason))
                 break
     return errors
+
+
+def prefix_only(checks: TopicChecks) -> bool:
+    """Whether the topic's schema rules read only the 5-byte prefix of keys and values (none
+    decodes the payload): then record_reader.field_runs may merge records that share it."""
+    return not any(rule is not None and rule.decode for rule in (checks.key, checks.value))
 
 
 class RecordChecks:
@@ -135,9 +144,12 @@ class RecordChecks:
                 on = " and ".join(f"confluent.{r.field}.schema.validation" for r in (checks.key, checks.value) if r)
                 raise KafkaApiError(ErrorCode.INVALID_RECORD, f"topic {topic} has {on}=true but this broker has "
                                     "no Schema Registry (schema.registry.listeners is not set)")
-            fields = (keys_and_values(blob, max_message_bytes) if records is None
-                      else [(i, r.key, r.value) for i, r in records])
-            errors = schema_errors(topic, checks, fields, source)
+            runs = (field_runs(blob, max_message_bytes, PREFIX_SIZE if prefix_only(checks) else None)
+                    if records is None else [(i, 1, r.key, r.value) for i, r in records])
+            errors = schema_errors(topic, checks, runs, source)
+            if errors:              # the registry may not have replayed a new schema yet
+                await source.refresh()
+                errors = schema_errors(topic, checks, runs, source)
         if checks.validator is not None and records and not errors:     # a refused batch is not run
             what = f"record validator {checks.validator_spec} on topic {topic} partition {partition}"
             try:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+import crc32c
 import pytest
+from hypothesis import given, settings, strategies as st
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -16,8 +18,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kwire.admin.broker_config import broker_config_from_text
 from kwire.codecs import records as batches
 from kwire.codecs.errors import ErrorCode as E, KafkaApiError
-from kwire.schemas.produce_checks import plan_topic, rejected
-from kwire.schemas.record_reader import produced_records
+from kwire.schemas.produce_checks import TopicChecks, plan_topic, rejected, schema_errors
+from kwire.schemas.record_reader import field_runs, produced_records
 from kwire.schemas.validation import FieldChecker, FieldRule, Strategy, check_field
 from tests.server.test_connection_inprocess import connected, real_time, run
 
@@ -54,6 +56,9 @@ class DictSource:
     def subject_has_id(self, subject, schema_id):
         self.lookups += 1
         return schema_id in self.subjects.get(subject, ())
+
+    async def refresh(self):
+        """The registry's catch-up before a refusal: nothing new here."""
 
 
 def framed(schema_id: int, payload: bytes = b"ok") -> bytes:
@@ -167,6 +172,67 @@ def test_records_are_decoded_with_keys_values_headers_and_timestamps(compression
     assert first == ("t", 3, 0, 1_000, b"k", b"v0", (("h", b"x"), ("n", None)))
     assert (second.key, second.value, second.timestamp, second.offset_delta) == (None, None, 1_001, 1)
     assert (third.key, third.timestamp, third.offset_delta) == (b"k2", 5_000, 0)
+
+
+def heads(pairs, head):
+    """The (key, value) pairs cut to their first ``head`` bytes (None: whole)."""
+    cut = (lambda b: b if b is None or head is None else b[:head])
+    return [(cut(k), cut(v)) for k, v in pairs]
+
+
+def expand(runs):
+    out = []
+    for first, count, key, value in runs:
+        assert first == len(out)
+        out += [(key, value)] * count
+    return out
+
+
+FIELDS = st.sampled_from([None, b"", b"abc", framed(1), framed(1, b"ok" * 40), framed(2, b"ok" * 40),
+                          framed(1, b"no" * 40), b"\x01" + framed(1, b"x" * 39)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(FIELDS, FIELDS, st.sampled_from([[], [("h", b"x")]]), st.integers(1, 90)),
+                max_size=8), st.sampled_from([None, 5]), st.sampled_from([0, 1]))
+def test_field_runs_agree_with_each_records_key_and_value(shapes, head, compression):
+    """Runs merged by their shared layout and prefix (head=5, the schema-ID check) or one per
+    record (head=None) say for every record exactly what reading it alone says; the records
+    come in stretches of one shape, as a serializer writes them, so runs form and break."""
+    entries = [(k, v, h) for k, v, h, n in shapes for _ in range(n)]
+    blob = build(entries, compression) if entries else b""
+    runs = field_runs(blob, 1 << 30, head)
+    alone = [(r.key, r.value) for _, r in produced_records(blob, "t", 0, 1 << 30)]
+    assert heads(expand(runs), head) == heads(alone, head)
+
+
+@pytest.mark.parametrize("compression", [0, 1])
+def test_records_of_one_shape_merge_into_few_runs(compression):
+    uniform = build([(None, framed(1, b"ok" * 40), [])] * 3000, compression, base_timestamp=0)
+    runs = field_runs(uniform, 1 << 30, 5)
+    assert expand(runs) == [(None, framed(1)[:5])] * 3000 and len(runs) < 30
+
+
+def test_field_runs_name_the_one_odd_record_in_a_uniform_batch():
+    entries = [(None, framed(1, b"ok" * 40), [])] * 500
+    entries[321] = (None, framed(42, b"ok" * 40), [])
+    runs = field_runs(build(entries), 1 << 30, 5)
+    checks = TopicChecks(value=FieldRule("value", decode=False))
+    assert schema_errors("orders", checks, runs, SOURCE) == {321: "value has schema id 42, which is not registered"}
+    entries[321] = (None, b"\x00\x00", [])
+    runs = field_runs(build(entries), 1 << 30, 5)
+    assert list(schema_errors("orders", checks, runs, SOURCE)) == [321]
+
+
+def test_field_runs_refuse_bytes_that_are_not_records():
+    blob = bytearray(build([(None, framed(1), [])] * 100))
+    header = batches.read_header(bytes(blob), 0)
+    blob[batches.HEADER_SIZE + 200] = 0xFF                # a length byte in the middle of a record
+    struct.pack_into(">I", blob, 17, crc32c.crc32c(bytes(blob[21:])))
+    for head in (None, 5):
+        with pytest.raises(KafkaApiError) as info:
+            field_runs(bytes(blob), 1 << 30, head)
+        assert info.value.code == E.INVALID_RECORD, header
 
 
 def test_control_batches_are_never_validated():
