@@ -6,6 +6,7 @@ reason.  The type mappings themselves are checked first, without Spark or a regi
 import datetime as dt
 import decimal
 import json
+import time
 import uuid
 
 import pytest
@@ -276,3 +277,65 @@ def test_fail_on_decode_error(spark, registry):
     registry.client.register_schema(f"{topic}-value", Schema(json.dumps(ORDER), "AVRO"))
     with pytest.raises(Exception, match=f"cannot decode the value of {topic}-0 at offset 0"):
         read(spark, registry, subscribe=topic, failOnDecodeError="true").collect()
+
+
+def test_streaming_avro_decoded_once_across_micro_batches(spark, registry):
+    """readStream with the registry options: a first set of Avro records, then, once the query
+    has taken them, a second set partly written with a compatible v2 (a field with a default)
+    registered meanwhile.  The struct stays the one fixed at query start (v1's), v2's records
+    are read into it, and every record reaches the sink exactly once, over two or more batches."""
+    topic = f"stream-avro-{uuid.uuid4().hex[:8]}"
+    v1 = {"type": "record", "name": "Tick", "namespace": "shop", "fields": [
+        {"name": "id", "type": "string"}, {"name": "n", "type": "long"}]}
+    v2 = {**v1, "fields": v1["fields"] + [{"name": "unit", "type": "string", "default": "pcs"}]}
+    first = [{"id": f"a{i}", "n": i} for i in range(5)]
+    write(registry, topic, AvroSerializer(registry.client, json.dumps(v1)), first)
+    df = (spark.readStream.format(NAME).option("kafka.bootstrap.servers", registry.bootstrap)
+          .option("schema.registry.url", registry.registry_url).option("subscribe", topic)
+          .option("startingOffsets", "earliest").load())
+    assert df.schema["value_decoded"].dataType.simpleString() == "struct<id:string,n:bigint>"
+
+    seen = []   # (batch id, offset, value_decoded as a dict or None, value_decode_error)
+
+    def collect(batch, batch_id):   # runs in this process, on py4j's callback thread
+        for r in batch.select("offset", "value_decoded", "value_decode_error").collect():
+            seen.append((batch_id, r.offset, r.value_decoded.asDict() if r.value_decoded else None,
+                         r.value_decode_error))
+
+    deadline = time.monotonic() + 120   # one budget for every wait below
+
+    def wait_until(done, what):
+        while not done():
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline, \
+                f"timed out waiting for {what}: {seen}, {q.status}, {q.lastProgress}"
+            time.sleep(0.2)
+
+    def end_offset():
+        return json.loads(q.lastProgress.sources[0].endOffset) if q.lastProgress else None
+
+    q = df.writeStream.foreachBatch(collect).trigger(processingTime="500 milliseconds").start()
+    try:
+        wait_until(lambda: len(seen) >= len(first), "the first set")
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        to_v1 = AvroSerializer(registry.client, json.dumps(v1))
+        to_v2 = AvroSerializer(registry.client, json.dumps(v2))
+        second = [to_v2({"id": "b0", "n": 10, "unit": "kg"}, ctx), to_v1({"id": "b1", "n": 11}, ctx),
+                  to_v2({"id": "b2", "n": 12, "unit": "l"}, ctx), b"raw"]
+        produce(registry.bootstrap, topic, second)
+        assert registry.client.get_versions(f"{topic}-value") == [1, 2]
+        total = len(first) + len(second)
+        wait_until(lambda: len(seen) >= total, "the second set")
+        # committed up to the end of the topic: no later batch has anything to bring
+        wait_until(lambda: end_offset() == {topic: {"0": total}}, "the last batch's commit")
+    finally:
+        q.stop()
+    assert sorted(o for _, o, _, _ in seen) == list(range(total))     # every offset, once
+    by_offset = {o: (b, row, error) for b, o, row, error in seen}
+    assert [by_offset[o][1] for o in range(total)] == first + [
+        {"id": "b0", "n": 10}, {"id": "b1", "n": 11}, {"id": "b2", "n": 12}, None]
+    assert [by_offset[o][2] for o in range(total - 1)] == [None] * (total - 1)
+    assert "wire format" in by_offset[total - 1][2]
+    first_batches = {by_offset[o][0] for o in range(len(first))}
+    second_batches = {by_offset[o][0] for o in range(len(first), total)}
+    assert max(first_batches) < min(second_batches)                   # two micro-batches at least
