@@ -144,7 +144,8 @@ class RecordChecks:
                 on = " and ".join(f"confluent.{r.field}.schema.validation" for r in (checks.key, checks.value) if r)
                 raise KafkaApiError(ErrorCode.INVALID_RECORD, f"topic {topic} has {on}=true but this broker has "
                                     "no Schema Registry (schema.registry.listeners is not set)")
-            runs = (field_runs(blob, max_message_bytes, PREFIX_SIZE if prefix_only(checks) else None)
+            runs = (field_runs(blob, max_message_bytes, PREFIX_SIZE if prefix_only(checks) else None,
+                               keys=checks.key is not None, values=checks.value is not None)
                     if records is None else [(i, 1, r.key, r.value) for i, r in records])
             errors = schema_errors(topic, checks, runs, source)
             if errors:              # the registry may not have replayed a new schema yet

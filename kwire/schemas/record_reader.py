@@ -23,6 +23,7 @@ validated (a client's control batch is refused by the append itself).
 from __future__ import annotations
 
 import itertools
+import operator
 import struct
 from typing import NamedTuple
 
@@ -62,9 +63,9 @@ def produced_records(blob, topic: str, partition: int,
     out: list[tuple[int, ProducedRecord]] = []
     for header, _body, batch in _batches(blob, max_message_bytes):
         base = batch.base_offset
-        out += [(len(out) + i, ProducedRecord(topic, partition, r.offset - base, r.timestamp, r.key, r.value,
-                                              tuple(r.headers)))
-                for i, r in enumerate(_read(batch, header))]
+        read = _read(batch, header, lambda r: ProducedRecord(topic, partition, r.offset - base, r.timestamp,
+                                                             r.key, r.value, tuple(r.headers)))
+        out += enumerate(read, len(out))
     return out
 
 
@@ -73,31 +74,44 @@ FieldRun = tuple[int, int, "bytes | None", "bytes | None"]
 and one value as far as the schema checks read them (see ``field_runs``)."""
 
 
-def field_runs(blob, max_message_bytes: int, head: int | None = None) -> list[FieldRun]:
+def field_runs(blob, max_message_bytes: int, head: int | None = None, *, keys: bool = True,
+               values: bool = True) -> list[FieldRun]:
     """The keys and values of every non-control batch of ``blob`` as the schema checks read
-    them: without ``head``, one run per record with its whole key and value; with ``head``,
-    the checks read only the first ``head`` bytes of a key or value (the schema-ID check
-    reads the 5-byte prefix), and consecutive records that agree on those bytes are one run
-    whose key and value are the shared first bytes.  Raises as ``produced_records``.
+    them (a side not asked for, ``keys`` or ``values`` False, is None in every run): without
+    ``head``, one run per record with its whole key and value; with ``head``, the checks read
+    only the first ``head`` bytes of a key or value (the schema-ID check reads the 5-byte
+    prefix), and consecutive records that agree on those bytes are one run whose key and
+    value are the shared first bytes.  Raises as ``produced_records``.
 
     A Confluent serializer's records share their prefix (one schema id), and records of one
     size (fixed-width payloads) share their layout too: a batch of such records is split into
     runs with strided slices over its bytes (kwire.codecs.validation's ``uniform_run``, as
     the append's own checks do), without reading a record; any other batch is read record
-    by record."""
+    by record, keeping only the bytes asked for (no record object outlives its read, which
+    keeps the garbage collector's work per batch small)."""
     out: list[FieldRun] = []
     for header, body, batch in _batches(blob, max_message_bytes):
         first = out[-1][0] + out[-1][1] if out else 0
-        runs = None if head is None else _uniform_runs(body, header.record_count, first, head)
+        runs = None if head is None else _uniform_runs(body, header.record_count, first, head, keys, values)
         if runs is None:
-            read = _read(batch, header)
-            if head is None:
-                runs = [(first + i, 1, r.key, r.value) for i, r in enumerate(read)]
+            read = _read(batch, header, _GETTERS[keys, values])
+            if head is not None:
+                cut = (lambda b: None if b is None else b[:head])
+                read = ([(cut(k), cut(v)) for k, v in read] if keys and values else [cut(b) for b in read])
+                read = _groups(read)
             else:
-                runs = _runs([(None if r.key is None else r.key[:head], None if r.value is None else r.value[:head])
-                              for r in read], first)
+                read = [(1, field) for field in read]
+            runs = []
+            for count, field in read:
+                key, value = field if keys and values else (field, None) if keys else (None, field)
+                runs.append((first, count, key, value))
+                first += count
         out += runs
     return out
+
+
+_GETTERS = {(True, True): operator.attrgetter("key", "value"), (True, False): operator.attrgetter("key"),
+            (False, True): operator.attrgetter("value"), (False, False): lambda _record: None}
 
 
 def _batches(blob, max_message_bytes: int):
@@ -120,11 +134,11 @@ def _batches(blob, max_message_bytes: int):
         position += header.size
 
 
-def _read(batch: DefaultRecordBatch, header) -> list:
-    """The records of ``batch``, all ``header.record_count`` of them.  Raises INVALID_RECORD
-    for records that do not parse."""
+def _read(batch: DefaultRecordBatch, header, get) -> list:
+    """``get(record)`` of each record of ``batch``, all ``header.record_count`` of them.
+    Raises INVALID_RECORD for records that do not parse."""
     try:
-        read = list(batch)
+        read = [get(record) for record in batch]
     except Exception as exc:        # the reader's CorruptRecordException, a header key not UTF-8
         raise KafkaApiError(ErrorCode.INVALID_RECORD, f"a record of the batch at position {header.position} "
                             f"does not parse: {exc}") from None
@@ -134,32 +148,28 @@ def _read(batch: DefaultRecordBatch, header) -> list:
     return read
 
 
-def _runs(heads: list, first: int) -> list[FieldRun]:
-    """Runs of equal consecutive (key, value) ``heads``, indexes from ``first``."""
-    if not heads:
+def _groups(items: list) -> list[tuple[int, object]]:
+    """(count, item) of each stretch of equal consecutive ``items``."""
+    if not items:
         return []
-    if heads.count(heads[0]) == len(heads):         # the usual batch: one schema id
-        return [(first, len(heads), *heads[0])]
-    runs = []
-    for (key, value), same in itertools.groupby(heads):
-        count = sum(1 for _ in same)
-        runs.append((first, count, key, value))
-        first += count
-    return runs
+    if items.count(items[0]) == len(items):         # the usual batch: one schema id
+        return [(len(items), items[0])]
+    return [(sum(1 for _ in same), item) for item, same in itertools.groupby(items)]
 
 
-def _uniform_runs(body: bytes, count: int, first: int, head: int) -> list[FieldRun] | None:
+def _uniform_runs(body: bytes, count: int, first: int, head: int, keys: bool,
+                  values: bool) -> list[FieldRun] | None:
     """The runs of ``body``'s ``count`` records when each of record_chunks' chunks (else each
-    CHUNK records of it) shares one layout and the first ``head`` bytes of key and value;
-    else None (nothing is concluded)."""
+    CHUNK records of it) shares one layout and the first ``head`` bytes of the keys and values
+    asked for; else None (nothing is concluded)."""
     runs: list[FieldRun] = []
     at = 0
     for start, last in record_chunks(count):
-        run = _shared_run(body, at, start, last, head)
+        run = _shared_run(body, at, start, last, head, keys, values)
         pieces = [(start, last, run)] if run is not None or last - start <= CHUNK else [
             (sub, min(last, sub + CHUNK), None) for sub in range(start, last, CHUNK)]
         for sub, sub_last, run in pieces:
-            run = run or _shared_run(body, at, sub, sub_last, head)
+            run = run or _shared_run(body, at, sub, sub_last, head, keys, values)
             if run is None:
                 return None
             at, key, value = run
@@ -170,19 +180,20 @@ def _uniform_runs(body: bytes, count: int, first: int, head: int) -> list[FieldR
     return runs if at == len(body) else None
 
 
-def _shared_run(body: bytes, at: int, first: int, last: int,
-                head: int) -> tuple[int, bytes | None, bytes | None] | None:
+def _shared_run(body: bytes, at: int, first: int, last: int, head: int, keys: bool,
+                values: bool) -> tuple[int, bytes | None, bytes | None] | None:
     """(position after, shared key head, shared value head) when records first .. last - 1
-    at ``at`` share one layout and the first ``head`` bytes of their key and value."""
+    at ``at`` share one layout and the first ``head`` bytes of their key and value (each
+    None when not asked for)."""
     run = uniform_run(body, at, len(body), first, last)
     if run is None:
         return None
     stop, (_ts, _offset, key_start, value_start, record_size) = run
     count = last - first
     fields = []
-    for length_at in (at + key_start, at + value_start):
+    for length_at, wanted in ((at + key_start, keys), (at + value_start, values)):
         n, start = read_varint(body, length_at)
-        if n < 0:
+        if n < 0 or not wanted:
             fields.append(None)
             continue
         for j in range(start, start + min(n, head)):                # one strided slice per byte

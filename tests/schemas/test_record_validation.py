@@ -194,15 +194,18 @@ FIELDS = st.sampled_from([None, b"", b"abc", framed(1), framed(1, b"ok" * 40), f
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(FIELDS, FIELDS, st.sampled_from([[], [("h", b"x")]]), st.integers(1, 90)),
-                max_size=8), st.sampled_from([None, 5]), st.sampled_from([0, 1]))
-def test_field_runs_agree_with_each_records_key_and_value(shapes, head, compression):
+                max_size=8), st.sampled_from([None, 5]), st.sampled_from([0, 1]),
+       st.sampled_from([(True, True), (False, True), (True, False)]))
+def test_field_runs_agree_with_each_records_key_and_value(shapes, head, compression, sides):
     """Runs merged by their shared layout and prefix (head=5, the schema-ID check) or one per
     record (head=None) say for every record exactly what reading it alone says; the records
     come in stretches of one shape, as a serializer writes them, so runs form and break."""
     entries = [(k, v, h) for k, v, h, n in shapes for _ in range(n)]
     blob = build(entries, compression) if entries else b""
-    runs = field_runs(blob, 1 << 30, head)
-    alone = [(r.key, r.value) for _, r in produced_records(blob, "t", 0, 1 << 30)]
+    keys, values = sides
+    runs = field_runs(blob, 1 << 30, head, keys=keys, values=values)
+    alone = [(r.key if keys else None, r.value if values else None)
+             for _, r in produced_records(blob, "t", 0, 1 << 30)]
     assert heads(expand(runs), head) == heads(alone, head)
 
 
