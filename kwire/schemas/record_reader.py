@@ -27,8 +27,6 @@ import operator
 import struct
 from typing import NamedTuple
 
-from aiokafka.record.default_records import DefaultRecordBatch
-
 from kwire.codecs import compression, records
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.primitives import read_varint
@@ -115,7 +113,8 @@ _GETTERS = {(True, True): operator.attrgetter("key", "value"), (True, False): op
 
 
 def _batches(blob, max_message_bytes: int):
-    """(header, records bytes, aiokafka batch over them uncompressed) of each non-control batch."""
+    """(header, records bytes, aiokafka DefaultRecordBatch over them uncompressed) of each
+    non-control batch."""
     position, end = 0, len(blob)
     while position < end:
         header = records.read_header(blob, position)
@@ -130,11 +129,14 @@ def _batches(blob, max_message_bytes: int):
                 _LENGTH.pack_into(batch, _LENGTH_OFFSET, len(batch) - records.LOG_OVERHEAD)
             else:
                 batch = blob[start:start + header.size]
+            # imported here: aiokafka's package import costs ~150 ms of a broker's start, and
+            # only a topic with validation configured reads records
+            from aiokafka.record.default_records import DefaultRecordBatch
             yield header, body, DefaultRecordBatch(bytes(batch))
         position += header.size
 
 
-def _read(batch: DefaultRecordBatch, header, get) -> list:
+def _read(batch, header, get) -> list:
     """``get(record)`` of each record of ``batch``, all ``header.record_count`` of them.
     Raises INVALID_RECORD for records that do not parse."""
     try:
