@@ -227,6 +227,10 @@ class ClusterProcess:
                 b.spawn()
         for i in self.brokers:
             wait_serving(self.brokers[i], timeout, self.observe_listener, self.observe_ssl)
+        for i, b in self.brokers.items():       # one that died after another answered for it
+            if not b.alive():
+                raise BrokerStartError(f"broker {i} exited with code {b.proc.returncode} while the "
+                                       f"cluster started; log tail ({b.log_path}):\n{b.log_tail()}")
         return self
 
     def start_broker(self, i: int, timeout: float = 60) -> BrokerProcess:

@@ -27,6 +27,7 @@ broker.  A ``cluster_process(...)`` of several brokers belongs next to
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
@@ -35,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -67,17 +69,35 @@ def free_port_run(count: int, host: str = "127.0.0.1") -> int:
             low, _high = (int(x) for x in f.read().split())
     start, stop = 10000, max(10000 + count, low - count)
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(200):
-        base = rng.randrange(start, stop)
-        with contextlib.ExitStack() as held:
-            try:
-                for port in range(base, base + count):
-                    s = held.enter_context(socket.socket())
-                    s.bind((host, port))
-            except OSError:
+    with _handed_out_lock:
+        for _ in range(200):
+            base = rng.randrange(start, stop)
+            run = range(base, base + count)
+            if any(port in _handed_out for port in run):
                 continue
+            with contextlib.ExitStack() as held:
+                try:
+                    for port in run:
+                        s = held.enter_context(socket.socket())
+                        s.bind((host, port))
+                except OSError:
+                    continue
+            for port in run:
+                if len(_handed_out_order) == _RECENT:
+                    _handed_out.discard(_handed_out_order.popleft())
+                _handed_out_order.append(port)
+                _handed_out.add(port)
             return base
     raise RuntimeError(f"no run of {count} free ports below {low}")
+
+
+# Ports given out lately are not given again: a cluster chooses ZooKeeper's port and every
+# broker's before any of them binds, so the bind check alone let two of them draw the same
+# port (a broker then died with EADDRINUSE while its twin answered in its place).
+_RECENT = 4096
+_handed_out: set[int] = set()
+_handed_out_order: collections.deque[int] = collections.deque()
+_handed_out_lock = threading.Lock()
 
 
 def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen | None = None,
