@@ -65,6 +65,7 @@ DELEGATED = {
     "reassign": ("kwire.tools.reassign", "move partition replicas between brokers, drain a broker (kafka-reassign-partitions.sh)"),
     "quotas": ("kwire.tools.quotas", "describe or alter client quotas (kafka-configs.sh --entity-type users|clients)"),
     "users": ("kwire.tools.users", "set, delete or describe SCRAM users (kafka-configs.sh --entity-type users; alias: scram)"),
+    "console": ("kwire.console.server", "a web console for topics, messages, groups, lag and the cluster"),
     "schemas": ("kwire.tools.schemas", "list, register, check compatibility of and delete Schema Registry schemas"),
 }
 

@@ -7,10 +7,11 @@ from tests.support.broker import BrokerProcess
 
 # Folders whose tests start broker processes or drive stock clients over sockets.  They are the
 # slow lane; `pytest -m "not clients"` leaves them out and runs the in-process tests in seconds.
-CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_client", "faults")
+CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_client", "faults", "console")
 # Modules of a slow folder that start no process (pure functions, an in-process socket at most):
 # they stay in the fast lane beside the harness they test.
-FAST_MODULES = ("faults/test_schedule.py", "faults/test_checker.py", "faults/test_proxy_refuse.py")
+FAST_MODULES = ("faults/test_schedule.py", "faults/test_checker.py", "faults/test_proxy_refuse.py",
+                "console/test_auth.py")
 # Runs only with --reference (or KWIRE_REFERENCE=1): the differential matrix against Tansu checks
 # compat_tests/FINDINGS.md against the reference broker, not kwire, and costs 1-1.5 min of CI.
 REFERENCE_MODULES = ("compat/test_reference_tansu.py",)

@@ -1,0 +1,8 @@
+"""The topics pages (being written)."""
+from __future__ import annotations
+
+NAV = [("Topics", "/topics")]
+
+
+def routes(console) -> list:
+    return []
