@@ -283,6 +283,19 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     ConfigKey("schema.registry.topic.replication.factor", T.SHORT, 3,
               "kwire-specific: replication factor of _schemas (Confluent's kafkastore.topic.replication."
               "factor), or the number of live brokers when fewer.", at_least(1)),
+    # kwire: Kafka ships no web console; kwire serves one (kwire.console) when asked.
+    ConfigKey("console.listener", T.STRING, None,
+              "kwire-specific: http://HOST:PORT where the broker serves the web console (kwire console) "
+              "in-process, connected to this broker as a Kafka client; unset (the default) serves none.",
+              http_url()),
+    ConfigKey("console.read.only", T.BOOLEAN, False,
+              "kwire-specific: the in-process console hides and refuses every write."),
+    ConfigKey("console.users.file", T.STRING, None,
+              "kwire-specific: the in-process console's users file (name:scrypt hash lines, from "
+              "kwire console hash-password); every page then needs a login.  Unset: no login."),
+    ConfigKey("console.command.config", T.STRING, None,
+              "kwire-specific: client properties (security.protocol, sasl.*, ssl.*) the in-process "
+              "console connects with, as for kwire's tools' --command-config; unset: plaintext."),
     # kwire: Kafka logs requests through log4j's kafka.request.logger at DEBUG instead.
     ConfigKey("log.request.debug", T.BOOLEAN, False,
               "kwire-specific: log every request at DEBUG on logger kwire.request (API, version, "

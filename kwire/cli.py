@@ -97,6 +97,9 @@ def main(argv=None) -> int:
         AuthorizerConfig.from_values(config.values)
         if config.value_of("zookeeper.connect"):      # how this broker reaches the others
             PeerConnector.from_config(config)
+        if config.value_of("console.listener"):       # its users file and client properties, now
+            from kwire.console.server import check_broker_console
+            check_broker_console(config)
     except ConfigError as exc:
         print(f"kwire: invalid configuration: {exc}", file=sys.stderr)
         return 2

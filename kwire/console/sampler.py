@@ -5,7 +5,7 @@ page load with a thousand partitions and hundreds of groups: the brokers and con
 partition's leader/replicas/ISR, log end offsets, ``min.insync.replicas`` per topic, and each
 group's committed offsets and lag.  It costs a handful of requests per interval: Metadata,
 one ListOffsets per leader, ListGroups per broker and one OffsetFetch per coordinator for all
-its groups (OffsetFetch v8), and DescribeConfigs every tenth sample.
+its groups (OffsetFetch v8), DescribeLogDirs per broker (sizes), and DescribeConfigs every tenth sample.
 
 History (for the charts): the cluster's produce and consume rates, records/s, derived from
 successive log end offsets and committed offsets, and each group's total lag; ``HISTORY``
@@ -25,7 +25,9 @@ from kwire.console.access import KafkaAccess, error_text
 
 logger = logging.getLogger("kwire.console")
 HISTORY = 720                 # an hour at the default 5 s
-CONFIGS_EVERY = 10            # samples between two reads of the topics' min.insync.replicas
+CONFIGS_EVERY = 10            # samples between two reads of the topics' configs
+# the topic configs a sample keeps (the topics list shows them; min ISR counts partitions)
+LISTED_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "min.insync.replicas")
 
 
 @dataclass
@@ -59,6 +61,8 @@ class Sample:
     topics: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
     internal: set[str] = field(default_factory=set)
     min_isr: dict[str, int] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)   # topic -> LISTED_CONFIGS
+    sizes: dict[str, int] = field(default_factory=dict)               # topic -> bytes on its leaders
     groups: dict[str, GroupLag] = field(default_factory=dict)
     error: str | None = None
 
@@ -145,10 +149,13 @@ class Sampler:
                                                                            list(p["isr_nodes"]))
                                         for p in t["partitions"]}
         self._end_offsets(sample)
-        if self._count % CONFIGS_EVERY == 0 or set(sample.topics) - set(previous.min_isr):
-            sample.min_isr = self._min_isr(list(sample.topics))
+        if self._count % CONFIGS_EVERY == 0 or set(sample.topics) - set(previous.configs):
+            sample.configs = self._configs(list(sample.topics))
         else:
-            sample.min_isr = {t: previous.min_isr[t] for t in sample.topics if t in previous.min_isr}
+            sample.configs = {t: previous.configs[t] for t in sample.topics if t in previous.configs}
+        sample.min_isr = {t: int(c["min.insync.replicas"]) for t, c in sample.configs.items()
+                          if c.get("min.insync.replicas", "").isdigit()}
+        self._sizes(sample)
         self._groups(sample)
         self._count += 1
         self._record_history(previous, sample)
@@ -169,7 +176,7 @@ class Sampler:
         for tp, info in found.items():
             sample.topics[tp.topic][tp.partition].end_offset = info.offset
 
-    def _min_isr(self, topics: list[str]) -> dict[str, int]:
+    def _configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         from kafka.admin import ConfigResource
         if not topics:
             return {}
@@ -179,12 +186,26 @@ class Sampler:
         except Exception as exc:              # noqa: BLE001 - shown as unknown rather than failing the sample
             logger.info("console: topic configs unknown: %s", error_text(exc))
             return {}
-        out = {}
-        for name, entries in described.get("topic", {}).items():
-            entry = entries.get("min.insync.replicas")
-            if entry is not None and entry.get("value") is not None:
-                out[name] = int(entry["value"])
-        return out
+        return {name: {k: entries[k]["value"] for k in LISTED_CONFIGS
+                       if k in entries and entries[k].get("value") is not None}
+                for name, entries in described.get("topic", {}).items()}
+
+    def _sizes(self, sample: Sample) -> None:
+        """Each topic's bytes on its partitions' leaders (DescribeLogDirs; unknown when refused)."""
+        try:
+            answers = self.access.with_admin(lambda a: a.describe_log_dirs(
+                topic_partitions={t: list(parts) for t, parts in sample.topics.items()}))
+        except Exception as exc:              # noqa: BLE001 - sizes are optional
+            logger.debug("console: sizes unknown: %s", error_text(exc))
+            return
+        for answer in answers:
+            for d in answer["log_dirs"] if answer.get("log_dirs") else ():
+                for t in d["topics"] if d["error_code"] == 0 else ():
+                    parts = sample.topics.get(t["name"], {})
+                    for p in t["partitions"]:
+                        state = parts.get(p["partition_index"])
+                        if state is not None and state.leader == answer["broker"] and not p["is_future_key"]:
+                            sample.sizes[t["name"]] = sample.sizes.get(t["name"], 0) + p["partition_size"]
 
     def _groups(self, sample: Sample) -> None:
         listed = self.access.with_admin(lambda a: a.list_groups())

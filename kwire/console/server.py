@@ -47,6 +47,8 @@ async def serve_console(settings: ConsoleSettings, listen: str, *, task_status=t
     from hypercorn.config import Config
     from hypercorn.trio import serve
     host, port = split_listen(listen)
+    if logging.getLogger("kafka").level == logging.NOTSET:     # kafka-python's connection chatter
+        logging.getLogger("kafka").setLevel(logging.WARNING)
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
@@ -57,6 +59,31 @@ async def serve_console(settings: ConsoleSettings, listen: str, *, task_status=t
         url = "http://" + binds[0].split("://", 1)[-1]
         logger.info("console listening on %s (cluster %s)", url, app.state.console.access.bootstrap)
         task_status.started(url)
+
+
+def broker_console_settings(config, advertised) -> ConsoleSettings:
+    """The in-process console of ``kwire serve`` (``console.*`` keys): a Kafka client of this
+    broker's first listener (``advertised``: its Endpoint), with ``console.command.config``'s
+    security.  Raises UsageError (a bad properties file) or UsersFileError."""
+    args = argparse.Namespace(bootstrap_server=f"{advertised.host}:{advertised.port}",
+                              command_config=config.value_of("console.command.config"))
+    return ConsoleSettings(client_config(args), read_only=bool(config.value_of("console.read.only")),
+                           users_file=config.value_of("console.users.file"))
+
+
+def check_broker_console(config) -> None:
+    """Refuse a start whose ``console.*`` keys cannot work (an https listener, an unreadable
+    users file or client properties file).  Raises ConfigError."""
+    from kwire.admin.config_def import ConfigError
+    from kwire.console.auth import read_users_file
+    try:
+        split_listen(config.value_of("console.listener"))
+        if config.value_of("console.users.file"):
+            read_users_file(config.value_of("console.users.file"))
+        client_config(argparse.Namespace(bootstrap_server="127.0.0.1:9092",
+                                         command_config=config.value_of("console.command.config")))
+    except (ValueError, UsageError) as exc:
+        raise ConfigError(f"console: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +119,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(hash_password(password))
         return 0
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)      # kafka-python's connection chatter
     try:
         split_listen(args.listen)
         settings = ConsoleSettings(client_config(args), read_only=args.read_only, users_file=args.users_file,

@@ -7,12 +7,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from kwire.testing.process import free_port_run
+from kwire.testing.process import free_port, free_port_run
 from kwire.testing.zookeeper import zookeeper_available
 
 available, why = zookeeper_available()
@@ -26,8 +27,10 @@ def children_of(pid: int) -> list[int]:
 
 def test_dev_cluster_serves_kafka_python_and_aiokafka_and_stops_on_ctrl_c(tmp_path):
     base = free_port_run(2)
+    console_port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "kwire", "dev-cluster", "--brokers", "2", "--base-port", str(base),
                              "--data-dir", str(tmp_path), "--override", "zookeeper.session.timeout.ms=6000",
+                             "--override", f"console.listener=http://127.0.0.1:{console_port}",
                              "--override", "group.initial.rebalance.delay.ms=0",
                              "--override", "offsets.topic.num.partitions=3"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -41,7 +44,7 @@ def test_dev_cluster_serves_kafka_python_and_aiokafka_and_stops_on_ctrl_c(tmp_pa
                 bootstrap = line.split(": ", 1)[1].strip()
         assert bootstrap == f"127.0.0.1:{base},127.0.0.1:{base + 1}"
         children = children_of(proc.pid)
-        assert len(children) == 3                          # ZooKeeper and two brokers
+        assert len(children) == 4                          # ZooKeeper, two brokers and the console
 
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         admin.create_topics([NewTopic("dev", 2, 2)])
@@ -75,6 +78,18 @@ def test_dev_cluster_serves_kafka_python_and_aiokafka_and_stops_on_ctrl_c(tmp_pa
                 await c.stop()
             return sorted(got)
         assert asyncio.run(aio_read()) == list(range(100))
+
+        # the console (one for the cluster) lists both brokers and the topic
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{console_port}/topics", timeout=10).read().decode()
+                if 'data-topic="dev"' in page:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the console never listed the topic"
+            time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
