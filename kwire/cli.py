@@ -38,6 +38,10 @@ async def run_until_signal(broker: Broker, host: str, port: int) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(serve, broker, host, port)
+            if broker.config.value_of("console.listener"):     # the web console, a client of this broker
+                from kwire.console.server import broker_console_settings, serve_console
+                await nursery.start(serve_console, broker_console_settings(broker.config, broker.advertised),
+                                    broker.config.value_of("console.listener"))
             async for signum in signals:
                 logging.getLogger("kwire").info("received %s: shutting down",
                                                 signal.Signals(signum).name)

@@ -71,10 +71,10 @@ def test_no_layer_below_the_server_imports_trio():
 
 # -- inside kwire/: the server's own packages ---------------------------------------------------
 # Low to high: runtime -> transport -> security, metrics -> services -> cluster -> schemas -> handlers ->
-# server -> testing, tools, cli.  A package may import the ones on its left, never on its right.
+# server -> testing, tools -> console (a Kafka client, like the tools), cli.  A package may import the ones on its left, never on its right.
 SERVER_ROOT = ROOT / "kwire"
 ORDER = ["runtime", "transport", "security", "metrics", "services", "cluster", "schemas", "handlers", "server",
-         "testing", "tools"]
+         "testing", "tools", "console"]
 # what each package must not import (besides everything to its right in ORDER)
 NEVER = {
     "security": {"metrics"},

@@ -68,7 +68,7 @@ class Console:
         self.templates.env.filters["number"] = _number
         self.templates.env.filters["bytes"] = _bytes
         self.templates.env.filters["clock"] = _clock
-        self.sampler = Sampler(self.access, settings.sample_interval_s)
+        self.sampler = Sampler(self.access, settings.sample_interval_s, settings.metrics_urls)
         self.nav: list[tuple[str, str]] = []
 
     # -- who -------------------------------------------------------------------------------

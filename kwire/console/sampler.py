@@ -64,6 +64,7 @@ class Sample:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)   # topic -> LISTED_CONFIGS
     sizes: dict[str, int] = field(default_factory=dict)               # topic -> bytes on its leaders
     groups: dict[str, GroupLag] = field(default_factory=dict)
+    broker_counters: dict[str, float] | None = None    # summed over --metrics-url: messagesin, bytesout
     error: str | None = None
 
     def counts(self) -> dict[str, int]:
@@ -83,9 +84,10 @@ class Sample:
 class Sampler:
     """Samples in a daemon thread; ``latest`` is the newest sample (empty before the first)."""
 
-    def __init__(self, access: KafkaAccess, interval_s: float = 5.0):
+    def __init__(self, access: KafkaAccess, interval_s: float = 5.0, metrics_urls: list[str] = ()):
         self.access = access
         self.interval_s = interval_s
+        self.metrics_urls = list(metrics_urls)
         self.latest = Sample()
         self.rates: deque[tuple[float, float | None, float | None]] = deque(maxlen=HISTORY)
         self.group_history: dict[str, deque[tuple[float, int]]] = {}
@@ -157,6 +159,8 @@ class Sampler:
                           if c.get("min.insync.replicas", "").isdigit()}
         self._sizes(sample)
         self._groups(sample)
+        if self.metrics_urls:
+            sample.broker_counters = read_broker_counters(self.metrics_urls)
         self._count += 1
         self._record_history(previous, sample)
         return sample
@@ -240,7 +244,11 @@ class Sampler:
 
         elapsed = sample.at - previous.at
         produce_rate = consume_rate = None
-        if previous.at and elapsed > 0:
+        if previous.at and elapsed > 0 and sample.broker_counters and previous.broker_counters:
+            now, before = sample.broker_counters, previous.broker_counters     # the brokers' own counters
+            produce_rate = max(0.0, (now["messagesin"] - before["messagesin"]) / elapsed)
+            consume_rate = max(0.0, (now["bytesout"] - before["bytesout"]) / elapsed)
+        elif previous.at and elapsed > 0:
             produce_rate = max(0.0, (produced(sample) - produced(previous)) / elapsed)
             consume_rate = max(0.0, (consumed(sample) - consumed(previous)) / elapsed)
         self.rates.append((sample.at, produce_rate, consume_rate))
@@ -253,3 +261,28 @@ class Sampler:
     def statistics(self) -> dict[str, Any]:
         return {"samples": self._count, "interval_s": self.interval_s, "last_at": self.latest.at,
                 "error": self.latest.error}
+
+
+METRICS_TIMEOUT_S = 2.0
+
+
+def read_broker_counters(urls: list[str]) -> dict[str, float] | None:
+    """kwire's all-topics counters summed over the brokers' /metrics: records appended
+    (MessagesInPerSec) and record bytes sent to consumers (BytesOutPerSec).  None when a
+    broker does not answer (the rates then come from offsets)."""
+    import urllib.request
+    from kwire.metrics.scrape import unlabelled_values
+    wanted = {"kafka_server_brokertopicmetrics_messagesin_total": "messagesin",
+              "kafka_server_brokertopicmetrics_bytesout_total": "bytesout"}
+    totals = {"messagesin": 0.0, "bytesout": 0.0}
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url, timeout=METRICS_TIMEOUT_S) as response:
+                text = response.read(16 * 1024 * 1024).decode("utf-8", "replace")
+            found = unlabelled_values(text, wanted)
+        except (OSError, ValueError) as exc:
+            logger.info("console: %s unreadable: %s", url, exc)
+            return None
+        for name, alias in wanted.items():
+            totals[alias] += found.get(name, 0.0)
+    return totals

@@ -67,8 +67,10 @@ def broker_console_settings(config, advertised) -> ConsoleSettings:
     security.  Raises UsageError (a bad properties file) or UsersFileError."""
     args = argparse.Namespace(bootstrap_server=f"{advertised.host}:{advertised.port}",
                               command_config=config.value_of("console.command.config"))
+    metrics = config.value_of("prometheus.listener")
     return ConsoleSettings(client_config(args), read_only=bool(config.value_of("console.read.only")),
-                           users_file=config.value_of("console.users.file"))
+                           users_file=config.value_of("console.users.file"),
+                           metrics_urls=[f"http://{metrics}/metrics"] if metrics else [])
 
 
 def check_broker_console(config) -> None:

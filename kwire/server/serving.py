@@ -139,10 +139,6 @@ async def serve(broker: Broker, host: str, port: int, *, task_status=trio.TASK_S
                 from kwire.metrics.http import serve_metrics       # prometheus_client only when asked for
                 broker.metrics_endpoint = await nursery.start(
                     serve_metrics, broker, broker.config.value_of("prometheus.listener"))
-            if broker.config.value_of("console.listener"):
-                from kwire.console.server import broker_console_settings, serve_console    # only when asked for
-                await nursery.start(serve_console, broker_console_settings(broker.config, broker.advertised),
-                                    broker.config.value_of("console.listener"))
             logger.info("kwire node %d listening on %s:%d (cluster %s)", broker.node_id, bound_host,
                         bound_port, broker.cluster_id)
             task_status.started((bound_host, bound_port))

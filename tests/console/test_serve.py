@@ -50,3 +50,39 @@ def test_a_console_key_that_cannot_work_refuses_the_start(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stderr
         assert reason in done.stderr
+
+
+def test_the_overview_rates_come_from_the_brokers_metrics_when_given(tmp_path):
+    import re
+    import threading
+    from confluent_kafka import Producer
+    from tests.support.console import ConsoleProcess
+    metrics_port = free_port()
+    with BrokerProcess(tmp_path / "broker", num_partitions=1,
+                       properties={"prometheus.listener": f"127.0.0.1:{metrics_port}"}) as broker:
+        console = ConsoleProcess(broker.bootstrap, str(tmp_path / "console.log"),
+                                 "--metrics-url", f"http://127.0.0.1:{metrics_port}/metrics").start()
+        stop = threading.Event()
+
+        def produce():
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+            while not stop.is_set():
+                for _ in range(200):
+                    producer.produce("rates", b"x" * 100)
+                producer.poll(0.05)
+            producer.flush(10)
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            deadline, rate = time.monotonic() + 20, 0.0
+            while time.monotonic() < deadline and rate <= 0:
+                page = _get(console.url + "/")[2]
+                assert "records in/s (broker metrics)" in page
+                found = re.search(r'id="card-produce"><div class="value">([\d,.]+)<', page)
+                rate = float(found.group(1).replace(",", "")) if found else 0.0
+                time.sleep(0.5)
+            assert rate > 0
+        finally:
+            stop.set()
+            writer.join(20)
+            console.close()

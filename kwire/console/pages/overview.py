@@ -18,6 +18,13 @@ async def current_sample(console):
     return sample
 
 
+def rate_labels(sample) -> list[str]:
+    """What the two rates are: the brokers' own counters when /metrics is read, else offsets."""
+    if sample.broker_counters is not None:
+        return ["records in/s (broker metrics)", "bytes out/s to consumers (broker metrics)"]
+    return ["produced records/s (end offsets)", "committed records/s (group offsets)"]
+
+
 def routes(console) -> list:
     async def overview(request: Request):
         sample = await current_sample(console)
@@ -27,10 +34,10 @@ def routes(console) -> list:
         chart = {"x": [at for at, p, _ in rates if p is not None],
                  "ys": [[round(p, 1) for _, p, _ in rates if p is not None],
                         [round(c, 1) for _, p, c in rates if p is not None]],
-                 "labels": ["produced records/s", "committed records/s"], "unit": "records/s"}
+                 "labels": rate_labels(sample), "unit": "per second"}
         template = "overview_body.html" if request.headers.get("hx-request") else "overview.html"
         return console.render(request, template, sample=sample, counts=sample.counts(), groups=groups,
                               produce_rate=latest[0], consume_rate=latest[1], chart=chart,
                               brokers=sorted(sample.brokers.items()),
-                              sample_interval=console.sampler.interval_s)
+                              sample_interval=console.sampler.interval_s, rate_labels=rate_labels(sample))
     return [Route("/", overview)]
