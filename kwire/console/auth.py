@@ -109,7 +109,7 @@ class Auth:
         if not cookie:
             return None
         payload, _, signature = cookie.rpartition("|")
-        if not payload or not hmac.compare_digest(signature, self._sign(payload)):
+        if not payload or not _same(signature, self._sign(payload)):
             return None
         encoded, _, expiry = payload.partition("|")
         try:
@@ -124,10 +124,15 @@ class Auth:
         return self._sign(f"csrf|{user}")
 
     def check_csrf(self, user: str, token: str | None) -> bool:
-        return bool(token) and hmac.compare_digest(token, self.csrf_token(user))
+        return bool(token) and _same(str(token), self.csrf_token(user))
 
     def _sign(self, text: str) -> str:
         return hmac.new(self.secret, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _same(given: str, expected: str) -> bool:
+    """A constant-time comparison that refuses (rather than raises on) non-ASCII input."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
 
 
 def audit(user: str, action: str, target: str, **details: object) -> None:
