@@ -68,7 +68,8 @@ class Console:
         self.templates.env.filters["number"] = _number
         self.templates.env.filters["bytes"] = _bytes
         self.templates.env.filters["clock"] = _clock
-        self.sampler = Sampler(self.access, settings.sample_interval_s, settings.metrics_urls)
+        # the sampler has clients of its own: a slow sample (a broker down) does not hold up pages
+        self.sampler = Sampler(KafkaAccess(settings.client_config), settings.sample_interval_s, settings.metrics_urls)
         self.nav: list[tuple[str, str]] = []
 
     # -- who -------------------------------------------------------------------------------
@@ -138,6 +139,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         finally:
             console.sampler.stop()
             await console.access.run(console.access.close)
+            await console.access.run(console.sampler.access.close)
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 404:

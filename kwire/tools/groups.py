@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -63,7 +63,7 @@ class Group:
         return self.state != "Dead"
 
 
-def _describe(admin, group_ids: Sequence[str]) -> dict[str, Group]:
+def describe_groups(admin, group_ids: Sequence[str]) -> dict[str, Group]:
     """DescribeGroups; an unknown group is Dead (old brokers) or GROUP_ID_NOT_FOUND (v6+):
     both become state "Dead".  Raises ToolError for any other group error."""
     out = {}
@@ -86,7 +86,7 @@ def _assignment(decoded: Any) -> list[TopicPartition]:
                   for p in a["partitions"])
 
 
-def _committed(admin, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
+def committed_offsets(admin, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
     return dict(admin.list_group_offsets({group_id: None}).get(group_id, {}))
 
 
@@ -99,7 +99,7 @@ def _partition_leaders(admin, topics: Iterable[str]) -> dict[str, dict[int, int]
             for t in admin.describe_topics(topics) if t["error_code"] == 0}
 
 
-def _log_offsets(admin, partitions: Iterable[TopicPartition], spec) -> dict[TopicPartition, int]:
+def log_offsets(admin, partitions: Iterable[TopicPartition], spec) -> dict[TopicPartition, int]:
     """ListOffsets ``spec`` (-1 latest, -2 earliest, or a timestamp) for the partitions that
     exist and have a leader; the others are left out (shown as "-", as Kafka does)."""
     partitions = set(partitions)
@@ -110,7 +110,7 @@ def _log_offsets(admin, partitions: Iterable[TopicPartition], spec) -> dict[Topi
     return {tp: r.offset for tp, r in admin.list_partition_offsets({tp: spec for tp in known}).items()}
 
 
-def _coordinator(admin, group_id: str, brokers: dict[int, dict]) -> dict[str, Any]:
+def find_coordinator(admin, group_id: str, brokers: dict[int, dict]) -> dict[str, Any]:
     """The group's coordinator (FindCoordinator).  kafka-python 3.0 has no public call for it,
     so this goes through the admin client's own lookup."""
     node_id = admin._manager.run(admin._find_coordinator_id, group_id)
@@ -203,7 +203,7 @@ _OFFSET_KEYS = ["group", "topic", "partition", "current_offset", "log_end_offset
 def cmd_describe(admin, args) -> int:
     group_ids = _group_ids(admin, args)
     types = group_types(admin)
-    groups = _describe(admin, [g for g in group_ids if types.get(g) != "consumer"])
+    groups = describe_groups(admin, [g for g in group_ids if types.get(g) != "consumer"])
     for group_id in group_ids:         # KIP-848 groups: DescribeGroups does not describe them
         if types.get(group_id) == "consumer":
             state, members = consumer_group_members(admin, group_id)
@@ -233,13 +233,13 @@ def cmd_describe(admin, args) -> int:
 
 
 def _describe_offsets(admin, group: Group, args) -> dict:
-    committed = _committed(admin, group.group)
+    committed = committed_offsets(admin, group.group)
     rows, assigned = [], set()
     for member in sorted((m for m in group.members if m.assignment), key=lambda m: -len(m.assignment)):
         assigned.update(member.assignment)
         rows += [(tp, member) for tp in member.assignment]
     rows += [(tp, None) for tp in sorted(set(committed) - assigned)]
-    log_end = _log_offsets(admin, (tp for tp, _ in rows), -1)
+    log_end = log_offsets(admin, (tp for tp, _ in rows), -1)
     partitions = []
     for tp, member in rows:
         current = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
@@ -286,7 +286,7 @@ def _describe_members(group: Group, args) -> dict:
 
 
 def _describe_state(admin, group: Group, brokers: dict[int, dict], args) -> dict:
-    coordinator = _coordinator(admin, group.group, brokers)
+    coordinator = find_coordinator(admin, group.group, brokers)
     d = {"group": group.group, "coordinator": coordinator,
          "assignment_strategy": group.assignment_strategy or None, "state": group.state,
          "members": len(group.members)}
@@ -317,10 +317,21 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _partitions_to_reset(admin, args, committed) -> list[TopicPartition]:
-    if args.all_topics:
+def reset_refusal(group_id: str, state: str) -> str | None:
+    """Kafka's refusal to reset the offsets of a group in ``state``, or None when it may be reset."""
+    if state in INACTIVE:
+        return None
+    return (f"Assignments can only be reset if the group '{group_id}' is inactive, "
+            f"but the current state is {state}.")
+
+
+def partitions_to_reset(admin, all_topics: bool, specs: Sequence[tuple[str, list[int] | None]],
+                        committed) -> list[TopicPartition]:
+    """The partitions a reset moves: every partition with a committed offset (``all_topics``),
+    or those of ``specs`` (``parse_topic_arg``'s answers).  Raises ToolError, with Kafka's
+    messages, for a topic or partition that does not exist or has no leader."""
+    if all_topics:
         return sorted(committed)
-    specs = args.topic_specs
     leaders = _partition_leaders(admin, (t for t, _ in specs))
     wanted: list[TopicPartition] = []
     for topic, partitions in specs:
@@ -337,7 +348,9 @@ def _partitions_to_reset(admin, args, committed) -> list[TopicPartition]:
     return wanted
 
 
-def _plan(admin, scenario: Scenario, partitions, committed):
+def plan_reset(admin, scenario: Scenario, partitions, committed):
+    """The new offsets (a Plan) of ``partitions`` under ``scenario``, from the log's offsets
+    (ListOffsets).  Raises ToolError where Kafka's tool refuses (shift-by with no offset)."""
     from kafka.protocol.consumer import OffsetTimestamp
     by_timestamp = None
     if scenario.timestamp_lookup and partitions:
@@ -345,25 +358,25 @@ def _plan(admin, scenario: Scenario, partitions, committed):
             {tp: OffsetTimestamp(max(scenario.value, 0)) for tp in partitions}).items()}
     try:
         return plan_offsets(scenario, partitions, committed={tp: o.offset for tp, o in committed.items()},
-                            log_start=_log_offsets(admin, partitions, -2) if partitions else {},
-                            log_end=_log_offsets(admin, partitions, -1) if partitions else {},
+                            log_start=log_offsets(admin, partitions, -2) if partitions else {},
+                            log_end=log_offsets(admin, partitions, -1) if partitions else {},
                             by_timestamp=by_timestamp)
     except ValueError as exc:
         raise ToolError(str(exc)) from None
 
 
-def _commit(admin, args, group_id: str, offsets: dict[TopicPartition, int]) -> None:
-    """OffsetCommit in chunks (a progress bar moves per chunk).  Raises ToolError naming the
-    partitions the broker refused."""
+def commit_offsets(admin, group_id: str, offsets: dict[TopicPartition, int],
+                   advance: Callable[[int], None] = lambda n: None) -> None:
+    """OffsetCommit in chunks, calling ``advance(n)`` after each (a progress bar).  Raises
+    ToolError naming the partitions the broker refused."""
     items = sorted(offsets.items())
     refused = []
-    with progress(args, f"resetting {group_id}", len(items)) as advance:
-        for start in range(0, len(items), COMMIT_CHUNK):
-            chunk = dict((tp, OffsetAndMetadata(o, "", None)) for tp, o in items[start:start + COMMIT_CHUNK])
-            for tp, error in admin.alter_group_offsets(group_id, chunk).items():
-                if error.errno != 0:
-                    refused.append(f"{tp_name(tp)}: {error.__name__}")
-            advance(len(chunk))
+    for start in range(0, len(items), COMMIT_CHUNK):
+        chunk = dict((tp, OffsetAndMetadata(o, "", None)) for tp, o in items[start:start + COMMIT_CHUNK])
+        for tp, error in admin.alter_group_offsets(group_id, chunk).items():
+            if error.errno != 0:
+                refused.append(f"{tp_name(tp)}: {error.__name__}")
+        advance(len(chunk))
     if refused:
         raise ToolError(f"the broker refused offsets of group '{group_id}': {', '.join(refused)}")
 
@@ -374,23 +387,24 @@ def cmd_reset_offsets(admin, args) -> int:
         print("WARN: No action will be performed as the --execute option is missing. Add --dry-run "
               "to say so, or --execute to reset.", file=sys.stderr)
     group_ids = _group_ids(admin, args)
-    groups = _describe(admin, group_ids)
+    groups = describe_groups(admin, group_ids)
     document, rows, refused = [], [], False
     for group_id in sorted(group_ids):
         state = groups[group_id].state
-        if state not in INACTIVE:
-            message = (f"Assignments can only be reset if the group '{group_id}' is inactive, "
-                       f"but the current state is {state}.")
+        message = reset_refusal(group_id, state)
+        if message is not None:
             _error(message)
             document.append({"group": group_id, "state": state, "error": message})
             refused = True
             continue
-        committed = _committed(admin, group_id)
-        plan = _plan(admin, scenario, _partitions_to_reset(admin, args, committed), committed)
+        committed = committed_offsets(admin, group_id)
+        partitions = partitions_to_reset(admin, args.all_topics, args.topic_specs, committed)
+        plan = plan_reset(admin, scenario, partitions, committed)
         for warning in plan.warnings:
             print(warning, file=sys.stderr)
         if args.execute:
-            _commit(admin, args, group_id, plan.offsets)
+            with progress(args, f"resetting {group_id}", len(plan.offsets)) as advance:
+                commit_offsets(admin, group_id, plan.offsets, advance)
         offsets = [{"topic": tp.topic, "partition": tp.partition,
                     "current_offset": committed[tp].offset if tp in committed else None, "new_offset": new}
                    for tp, new in sorted(plan.offsets.items())]
