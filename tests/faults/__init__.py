@@ -7,8 +7,10 @@
     pytest tests/faults -m "not clients"             # the pure parts only (fast lane, ~2 s)
 
 Modules: ``nemesis`` (schedules from a seed, pure), ``history`` (what clients
-saw and the checks, pure), ``replicas`` (segment bytes below the high
-watermark), ``environment`` (the cluster behind proxies, tmpfs log dirs),
+saw and the checks, pure), ``replicas`` (segment bytes and batch headers below
+the high watermark), ``duplicates`` (an idempotent duplicate classified by the
+batches holding its copies, the producer-sequence invariant, pure),
+``environment`` (the cluster behind proxies, tmpfs log dirs),
 ``injector`` (faults, heals, recovery), ``load`` (the stock clients),
 ``observe`` (ISR sampling, read-back), ``runner`` (one schedule end to end).
 A failing schedule's logs and history are kept under

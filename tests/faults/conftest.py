@@ -9,8 +9,10 @@ Modes (options registered in tests/conftest.py):
 * ``--fault-seed S`` (repeatable): exactly those schedules, to replay a failure.
 
 Every schedule's ``Report`` is kept in ``config.stash``; ``pytest_terminal_summary``
-prints schedules, faults by kind, records acknowledged/lost/duplicated, the slowest
-recovery and each failing seed with the command that replays it.
+prints schedules, faults by kind, records acknowledged/lost/duplicated (an idempotent
+duplicate explained by its batches, across producer epochs or producer ids, apart), the
+slowest recovery, each failing seed with the command that replays it and each seed with an
+explained duplicate with its artifacts.
 """
 from __future__ import annotations
 
@@ -88,6 +90,9 @@ def summary_lines(mode: str, reports: list) -> list[str]:
              f"records: acknowledged {counts['acknowledged']}, read back {counts['read']}, lost {counts['lost']}, "
              f"misplaced {counts['misplaced']}, duplicated {counts['duplicated']} (idempotent/transactional), "
              f"{counts['duplicated-plain']} (plain producer, at-least-once: allowed)",
+             f"idempotent duplicates the client re-sent (allowed, see batch-headers.txt): "
+             f"{counts['duplicated_across_epochs']} across producer epochs, "
+             f"{counts['duplicated_new_producer']} under a new producer id",
              f"transactions: committed {counts['txn-committed']}, aborted {counts['txn-aborted']}, "
              f"outcome unknown {counts['txn-unknown']}",
              f"max time to recover (heal to every ISR full): {worst / 1000:.1f} s"]
@@ -98,4 +103,9 @@ def summary_lines(mode: str, reports: list) -> list[str]:
     for r in failed:
         kinds_seen = Counter(v.split(":", 1)[0] for v in r.violations if "further" not in v)
         lines.append(f"  seed {r.seed}: {dict(kinds_seen)} after {r.injected}; replay with --fault-seed {r.seed}")
+    explained = [r for r in reports if getattr(r, "explained", None)]
+    for r in explained:
+        kinds_seen = Counter(e.split(":", 1)[0] for e in r.explained)
+        lines.append(f"  seed {r.seed}: explained {dict(kinds_seen)}, not violations; "
+                     f"artifacts {getattr(r, 'artifacts', None)}")
     return lines

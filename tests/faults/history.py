@@ -12,6 +12,11 @@ schedule and each has a kind:
 ``transactional``  committed records visible once, aborted never, an
                    unknown outcome all or nothing
 
+An idempotent writer's duplicate is classified by the batch headers that hold
+its copies (tests/faults/duplicates.py) when ``check_records`` is given them:
+a retry appended twice under one producer id and epoch is a violation, a copy
+re-sent under a bumped epoch or a new producer id is counted and explained.
+
 Times are ``time.monotonic()`` seconds.  A log read back is
 ``{partition: [(offset, value), ...]}`` in offset order.  Every check is a
 pure function that adds counts and violations (one line each) to a
@@ -24,9 +29,11 @@ import collections
 from collections import Counter, defaultdict
 from typing import Iterable, Mapping, Sequence
 
+from .duplicates import DUPLICATED, PidEvent, Sources, classify_duplicate
+
 __all__ = ["IDEMPOTENT", "PLAIN", "TRANSACTIONAL", "Ack", "Commit", "Findings", "History", "IsrSample",
-           "Observed", "Recovery", "check_group_offsets", "check_isr", "check_order", "check_records",
-           "check_incidents", "check_recoveries", "check_transactions", "decode", "encode"]
+           "Observed", "PidEvent", "Recovery", "Sources", "check_group_offsets", "check_isr", "check_order",
+           "check_records", "check_incidents", "check_recoveries", "check_transactions", "decode", "encode"]
 
 WRITER_BASE = 10 ** 9
 IDEMPOTENT, PLAIN, TRANSACTIONAL = "idempotent", "plain", "transactional"
@@ -116,6 +123,8 @@ class History:
     # sequence errors, kept for a failing schedule's artifacts; the newest CLIENT_LOG_LINES only
     client_log: collections.deque = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=CLIENT_LOG_LINES))
+    # every producer id and epoch each idempotent writer's client took on, from that log (kept whole)
+    producer_ids: dict[int, list[PidEvent]] = dataclasses.field(default_factory=dict)
 
     def committed_acks(self) -> list[Ack]:
         """Acks of non-transactional writers and of transactions known committed."""
@@ -124,10 +133,14 @@ class History:
 
 @dataclasses.dataclass
 class Findings:
-    """Counts (``acknowledged``, ``lost``, ...) and violation lines; ``t0`` makes times relative."""
+    """Counts (``acknowledged``, ``lost``, ...) and violation lines; ``t0`` makes times relative.
+    ``explained``: lines on what was found and is allowed (an idempotent duplicate across producer
+    epochs); ``evidence``: text blocks (batch headers, client log) for the artifacts."""
     t0: float = 0.0
     counts: Counter = dataclasses.field(default_factory=Counter)
     violations: list[str] = dataclasses.field(default_factory=list)
+    explained: list[str] = dataclasses.field(default_factory=list)
+    evidence: list[str] = dataclasses.field(default_factory=list)
     _quoted: Counter = dataclasses.field(default_factory=Counter)
 
     def violation(self, kind: str, message: str) -> None:
@@ -138,6 +151,13 @@ class Findings:
             self.violations.append(f"{kind}: {message}")
         elif self._quoted[kind] == EXAMPLES + 1:
             self.violations.append(f"{kind}: (further {kind} violations counted, not quoted)")
+
+    def explain(self, kind: str, message: str) -> None:
+        """Count one allowed finding of ``kind``; quote the first ``EXAMPLES`` of each kind."""
+        self.counts[kind] += 1
+        self._quoted[kind] += 1
+        if self._quoted[kind] <= EXAMPLES:
+            self.explained.append(f"{kind}: {message}")
 
     def at(self, t: float) -> str:
         return f"t={t - self.t0:.2f}s"
@@ -151,13 +171,17 @@ def _locations(log: Log) -> dict[int, list[tuple[int, int]]]:
     return where
 
 
-def check_records(acks: Iterable[Ack], log: Log, writers: Mapping[int, str], findings: Findings) -> None:
+def check_records(acks: Iterable[Ack], log: Log, writers: Mapping[int, str], findings: Findings,
+                  sources: Sources | None = None) -> None:
     """Every acknowledged record exactly once at its acknowledged (partition, offset).
 
     Counts ``acknowledged``; violations ``lost`` (absent), ``misplaced`` (present, not at the
     acknowledged offset), ``duplicated`` (any value of an idempotent or transactional writer
     present more than once); ``duplicated-plain`` counts a plain writer's duplicates, which
-    at-least-once delivery allows, and is not a violation."""
+    at-least-once delivery allows, and is not a violation.  Given ``sources`` (the log's batch
+    headers and the clients' logs) a duplicate is classified by the batches holding its copies
+    (tests/faults/duplicates.py): ``duplicated_across_epochs`` and ``duplicated_new_producer``
+    are counted and explained, not violations; the batches go to ``findings.evidence``."""
     where = _locations(log)
     for ack in acks:
         findings.counts["acknowledged"] += 1
@@ -175,9 +199,17 @@ def check_records(acks: Iterable[Ack], log: Log, writers: Mapping[int, str], fin
         kind = writers.get(writer, "unknown")
         if kind in MAY_DUPLICATE:
             findings.counts["duplicated-plain"] += len(places) - 1
+            continue
+        message = f"{kind} writer {writer} seq {seq} appears {len(places)} times, at {sorted(places)}"
+        if sources is None:
+            findings.violation(DUPLICATED, message)
+            continue
+        found = classify_duplicate(writer, kind, seq, places, sources)
+        findings.evidence.append(found.evidence)
+        if found.violation:
+            findings.violation(DUPLICATED, f"{message}: {found.reason}")
         else:
-            findings.violation("duplicated", f"{kind} writer {writer} seq {seq} appears {len(places)} times, "
-                                             f"at {sorted(places)}")
+            findings.explain(found.kind, f"{message}: {found.reason}")
 
 
 def check_order(acks: Iterable[Ack], log: Log, writers: Mapping[int, str], findings: Findings) -> None:

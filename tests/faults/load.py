@@ -35,8 +35,9 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from .duplicates import pid_event
 from .history import ABORTED, COMMITTED, IDEMPOTENT, PLAIN, TRANSACTIONAL, UNKNOWN, Ack, Commit, History, Observed, \
-    encode
+    PidEvent, encode
 
 __all__ = ["Load"]
 
@@ -111,10 +112,17 @@ class ConfluentWriter(_Client):
         log.propagate = False
         log.setLevel(logging.DEBUG)
         history = self.load.history
+        pids = history.producer_ids.setdefault(writer, [])
+
+        def emit(record: logging.LogRecord) -> None:
+            at = record.created - time.time() + time.monotonic() - history.t0
+            message = record.getMessage()
+            history.client_log.append(f"t={at:.3f}s writer {writer}: {message}")
+            change = pid_event(message)     # kept whole: the classification of a duplicate needs them
+            if change is not None:
+                pids.append(PidEvent(round(at, 3), *change))
         handler = logging.Handler()
-        handler.emit = lambda record: history.client_log.append(
-            f"t={record.created - time.time() + time.monotonic() - history.t0:.3f}s writer {writer}: "
-            f"{record.getMessage()}")
+        handler.emit = emit
         log.handlers[:] = [handler]
         return log
 

@@ -8,11 +8,16 @@ create the topics, start the load and wait until every client has done
 something, then for each step stay quiet for ``quiet_s`` (a fault-free
 window) and run the fault (tests/faults/injector.py).  Afterwards heal
 everything, wait for full ISRs, stop the load, then read every topic back,
-compare the replicas' bytes and run the checks of tests/faults/history.py.
+compare the replicas' bytes, check the producer sequences of every replica's
+batch headers (tests/faults/duplicates.py) and run the checks of
+tests/faults/history.py, an idempotent duplicate classified by the headers of
+the batches holding its copies.
 Replicas are compared for the two data topics only: the internal topics are
 compacted, and each replica cleans its own segments when it likes.
 
-On a violation the brokers' and ZooKeeper's logs and the history's notes are
+On a violation, or a duplicate explained (not a violation), the brokers' and
+ZooKeeper's logs, the history, the idempotent producer's eos log and the batch
+headers around each duplicate or sequence breach (``batch-headers.txt``) are
 copied to ``artifacts`` (under ``$KWIRE_FAULTS_ARTIFACTS``, default the
 system's temporary directory) before the cluster's directory is removed.
 """
@@ -31,12 +36,13 @@ from collections import Counter
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import history as h
+from .duplicates import Sources, check_sequences
 from .environment import FaultCluster
 from .injector import Injector, ScheduleAborted
 from .load import Load
 from .nemesis import Schedule, Timeouts
 from .observe import IsrSampler, last_stable_offsets, read_log, watermarks
-from .replicas import compare_replicas
+from .replicas import compare_replicas, replica_batches
 
 __all__ = ["PARTITIONS", "Report", "run_schedule"]
 
@@ -57,6 +63,7 @@ class Report:
     targets: list[str] = dataclasses.field(default_factory=list)
     counts: Counter = dataclasses.field(default_factory=Counter)
     violations: list[str] = dataclasses.field(default_factory=list)
+    explained: list[str] = dataclasses.field(default_factory=list)     # found and allowed
     notes: list[str] = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
     artifacts: str | None = None
@@ -65,7 +72,10 @@ class Report:
         """Seed, replay command, violations, the faults as injected, the last ``notes`` notes."""
         lines = [f"seed {self.seed}: {len(self.violations)} invariant violation(s) "
                  f"after faults {self.injected}",
-                 f"replay: {REPLAY.format(seed=self.seed)}", *self.violations, "schedule:", *self.targets]
+                 f"replay: {REPLAY.format(seed=self.seed)}", *self.violations]
+        if self.explained:
+            lines += ["found, not violations:", *self.explained]
+        lines += ["schedule:", *self.targets]
         if self.artifacts:
             lines.append(f"logs and history: {self.artifacts}")
         if self.notes:
@@ -118,9 +128,10 @@ def _run_schedule(schedule: Schedule, timeouts: Timeouts) -> Report:
             sampler.stop()
         report.injected, report.skipped, report.targets = injector.injected, injector.skipped, injector.targets
         report.counts, report.violations = findings.counts, findings.violations
+        report.explained = findings.explained
         report.notes += history.notes
-        if report.violations:
-            report.artifacts = _keep_artifacts(env, report, history)
+        if report.violations or findings.evidence:
+            report.artifacts = _keep_artifacts(env, report, history, findings.evidence)
     report.wall_s = time.monotonic() - started
     return report
 
@@ -204,7 +215,8 @@ def check_history(history: h.History, sampler: IsrSampler, timeouts: Timeouts, f
 
 
 def check_logs(env: FaultCluster, history: h.History, findings: h.Findings) -> None:
-    """Read every topic back, compare replicas, check records, order and transactions.
+    """Read every topic back, compare replicas, check the producer sequences of their batch
+    headers, check records (a duplicate classified by those headers), order and transactions.
     Raises ``KafkaException`` when the cluster does not answer."""
     bootstrap = env.bootstrap
     _check_lso(bootstrap, findings)
@@ -212,15 +224,20 @@ def check_logs(env: FaultCluster, history: h.History, findings: h.Findings) -> N
     committed, more = read_log(bootstrap, TXN_TOPIC, PARTITIONS, isolation="read_committed")
     for note in notes + more:
         findings.violation("unreadable", note)
+    sources = {}
+    for topic in (TOPIC, TXN_TOPIC):
+        high_watermarks = watermarks(bootstrap, topic, PARTITIONS)
+        for problem in compare_replicas(env.log_dirs(), topic, high_watermarks):
+            findings.violation("replica-divergence", problem)
+        replicas = replica_batches(env.log_dirs(), topic, high_watermarks)
+        check_sequences(topic, replicas, findings)
+        sources[topic] = Sources(topic, replicas, history.producer_ids, list(history.client_log))
     acks = history.committed_acks()
-    h.check_records([a for a in acks if a.txn is None], data, history.writers, findings)
-    h.check_records([a for a in acks if a.txn is not None], committed, history.writers, findings)
+    h.check_records([a for a in acks if a.txn is None], data, history.writers, findings, sources[TOPIC])
+    h.check_records([a for a in acks if a.txn is not None], committed, history.writers, findings, sources[TXN_TOPIC])
     h.check_order([a for a in acks if a.txn is None], data, history.writers, findings)
     h.check_order([a for a in acks if a.txn is not None], committed, history.writers, findings)
     h.check_transactions(history.txn_members, history.txn_outcomes, committed, findings)
-    for topic in (TOPIC, TXN_TOPIC):
-        for problem in compare_replicas(env.log_dirs(), topic, watermarks(bootstrap, topic, PARTITIONS)):
-            findings.violation("replica-divergence", problem)
     findings.counts["read"] = sum(len(v) for v in data.values()) + sum(len(v) for v in committed.values())
 
 
@@ -239,7 +256,7 @@ def _check_lso(bootstrap: str, findings: h.Findings) -> None:
         time.sleep(0.5)
 
 
-def _keep_artifacts(env: FaultCluster, report: Report, history: h.History) -> str:
+def _keep_artifacts(env: FaultCluster, report: Report, history: h.History, evidence: list[str]) -> str:
     base = os.environ.get("KWIRE_FAULTS_ARTIFACTS") or tempfile.gettempdir()
     target = os.path.join(base, f"kwire-faults-seed{report.seed}-{int(time.time())}")
     os.makedirs(target, exist_ok=True)
@@ -254,6 +271,9 @@ def _keep_artifacts(env: FaultCluster, report: Report, history: h.History) -> st
         json.dump(_history_as_json(history), f)
     with open(os.path.join(target, "idempotent-producer.log"), "w") as f:
         f.writelines(line + "\n" for line in list(history.client_log))
+    if evidence:
+        with open(os.path.join(target, "batch-headers.txt"), "w") as f:
+            f.write("\n\n".join(evidence) + "\n")
     return target
 
 
@@ -272,5 +292,6 @@ def _history_as_json(history: h.History) -> dict:
                        for r in history.recoveries],
         "isr_samples": [(rel(s.at), {tp: [ld, list(isr)] for tp, (ld, isr) in s.states.items()})
                         for s in history.isr_samples],
+        "producer_ids": {w: [dataclasses.astuple(e) for e in events] for w, events in history.producer_ids.items()},
         "notes": history.notes,
     }

@@ -26,4 +26,6 @@ def test_a_seeded_schedule_of_faults_breaks_no_invariant(fault_seed, fault_repor
     fault_reports.append(report)
     print("\n".join(report.targets))
     print(dict(report.counts))
+    if report.explained:                # an idempotent duplicate the client re-sent: allowed, kept
+        print("\n".join(report.explained), f"\nartifacts: {report.artifacts}")
     assert not report.violations, report.failure_message()
