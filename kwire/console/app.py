@@ -211,6 +211,7 @@ def _logout(console: Console):
         user = console.user(request)
         if not console.auth.check_csrf(user, request.headers.get("x-csrf-token") or form.get("csrf")):
             raise WriteRefused(403, "The form has expired: reload the page.")
+        console.auth.revoke(request.cookies.get(SESSION_COOKIE))
         response = RedirectResponse("/login" if console.auth.login_required else "/", status_code=303)
         response.delete_cookie(SESSION_COOKIE)
         return response

@@ -6,7 +6,8 @@ comments are skipped.  With a users file every page needs a login; without one t
 serves everyone, for local use.
 
 **Sessions** are a signed cookie (HMAC-SHA256 with a secret made at start, so a restart logs
-everyone out): ``user|expiry|signature``, HttpOnly, SameSite=Strict.
+everyone out): ``user|expiry|nonce|signature``, HttpOnly, SameSite=Strict.  Logging out revokes
+the session on the server too, so a copy of the cookie stops working.
 
 **Writes** (any POST) need the form's ``csrf`` field (or htmx's ``X-CSRF-Token`` header) to
 match the session's token, so another site cannot post forms to a console on localhost.  In
@@ -87,6 +88,7 @@ class Auth:
 
     def __post_init__(self):
         self.secret = self.secret or secrets.token_bytes(32)
+        self._revoked: dict[str, int] = {}          # signature -> expiry of logged-out sessions
 
     @property
     def login_required(self) -> bool:
@@ -101,17 +103,28 @@ class Auth:
 
     def session_cookie(self, user: str, now: float | None = None) -> str:
         expiry = int((now or time.time()) + SESSION_TTL_S)
-        payload = f"{base64.urlsafe_b64encode(user.encode()).decode()}|{expiry}"
+        payload = f"{base64.urlsafe_b64encode(user.encode()).decode()}|{expiry}|{secrets.token_hex(8)}"
         return f"{payload}|{self._sign(payload)}"
+
+    def revoke(self, cookie: str | None, now: float | None = None) -> None:
+        """Log a session out for good: a copy of its cookie is refused from now on (kept until
+        the cookie would have expired anyway)."""
+        if not cookie or self.session_user(cookie, now) is None:
+            return
+        now = now or time.time()
+        self._revoked = {sig: exp for sig, exp in self._revoked.items() if exp >= now}
+        payload, _, signature = cookie.rpartition("|")
+        self._revoked[signature] = int(payload.split("|")[1])
 
     def session_user(self, cookie: str | None, now: float | None = None) -> str | None:
         """The user of a valid, unexpired session cookie; else None."""
         if not cookie:
             return None
         payload, _, signature = cookie.rpartition("|")
-        if not payload or not _same(signature, self._sign(payload)):
+        if not payload or not _same(signature, self._sign(payload)) or signature in self._revoked:
             return None
-        encoded, _, expiry = payload.partition("|")
+        encoded, _, rest = payload.partition("|")
+        expiry = rest.partition("|")[0]
         try:
             if int(expiry) < (now or time.time()):
                 return None

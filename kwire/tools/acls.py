@@ -173,6 +173,14 @@ def role_operations(args: argparse.Namespace) -> list[tuple[str, str, list[str]]
     return out
 
 
+def check_operations(kind: str, ops: Iterable[str]) -> None:
+    """Kafka's operation names ``ops`` (``ANY`` for a filter) on resource type ``kind``.
+    Raises UsageError for an operation the resource type does not have."""
+    if set(ops) - VALID_OPERATIONS[kind] - {"ALL", "ANY"}:
+        raise UsageError(f"ResourceType {kind} only supports operations "
+                         f"{','.join(sorted(VALID_OPERATIONS[kind] | {'ALL'}))}")
+
+
 def wanted_acls(args: argparse.Namespace) -> list[Acl]:
     """The ACLs ``add`` creates, or the filters ``remove`` deletes with (``None`` fields: any).
     Raises UsageError for an operation the resource type does not have."""
@@ -185,10 +193,7 @@ def wanted_acls(args: argparse.Namespace) -> list[Acl]:
     out: list[Acl] = []
     for kind, name, ops in role_operations(args):
         ops = ops or (["ALL"] if adding else ["ANY"])
-        invalid = set(ops) - VALID_OPERATIONS[kind] - {"ALL", "ANY"}
-        if invalid:
-            raise UsageError(f"ResourceType {kind} only supports operations "
-                             f"{','.join(sorted(VALID_OPERATIONS[kind] | {'ALL'}))}")
+        check_operations(kind, ops)
         for principal, permission, hosts in grants:
             out += [Acl(principal, host, op, permission, kind, name, pattern) for op in ops for host in hosts]
     return list(dict.fromkeys(out))          # Kafka's tool builds a set

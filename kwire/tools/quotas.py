@@ -104,28 +104,55 @@ def describe_entity(entity: Sequence[tuple[str, str | None]]) -> str:
                      for t, n in ordered)
 
 
-def _send(args: argparse.Namespace, request):
+Entity = Sequence[tuple[str, "str | None"]]      # (entity type, name or None for the default)
+
+
+def open_admin(args: argparse.Namespace):
     from kafka.admin import KafkaAdminClient
-    admin = KafkaAdminClient(**client_config(args, client_id="kwire-quotas"))
-    try:
-        async def call():
-            return await admin._manager.send(request)
-        return admin._manager.run(call)
-    finally:
-        admin.close()
+    return KafkaAdminClient(**client_config(args, client_id="kwire-quotas"))
+
+
+def send(admin, request):
+    """One request through kafka-python's admin client (it has no client-quota methods)."""
+    async def call():
+        return await admin._manager.send(request)
+    return admin._manager.run(call)
+
+
+def describe_quotas(admin, entity: Entity = ()) -> tuple[int, str | None, list[tuple[list, dict[str, float]]]]:
+    """DescribeClientQuotas of exactly ``entity``, or of every entity when it is empty:
+    (error code, error message, [(entity as [(type, name)], {key: value})])."""
+    from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as R
+    components = [R.ComponentData(entity_type=t, match_type=1 if n is None else 0, match=n) for t, n in entity]
+    response = send(admin, R(components=components, strict=bool(entity)))
+    entries = [([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: v.value for v in entry.values})
+               for entry in response.entries or ()]
+    return response.error_code, response.error_message, entries
+
+
+def alter_quotas(admin, entity: Entity, add: dict[str, float], delete: Sequence[str],
+                 validate_only: bool = False) -> tuple[int, str | None]:
+    """AlterClientQuotas of one entity: set ``add``, remove the keys ``delete``.  Returns the
+    entity's (error code, error message); (0, None) when done."""
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest as R
+    ops = [R.EntryData.OpData(key=k, value=v, remove=False) for k, v in add.items()]
+    ops += [R.EntryData.OpData(key=k, value=0.0, remove=True) for k in delete]
+    request = R(entries=[R.EntryData(entity=[R.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                                     ops=ops)], validate_only=validate_only)
+    for entry in send(admin, request).entries:
+        if entry.error_code:
+            return entry.error_code, entry.error_message
+    return 0, None
 
 
 def describe(args: argparse.Namespace) -> None:
-    from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as R
     entity = parse_entity(args)
-    components = [R.ComponentData(entity_type=t, match_type=1 if n is None else 0, match=n) for t, n in entity]
-    response = _send(args, R(components=components, strict=bool(entity)))
-    if response.error_code:
-        raise ToolError(f"describing quotas failed: error {response.error_code}: {response.error_message}")
+    with open_admin(args) as admin:
+        code, message, entries = describe_quotas(admin, entity)
+    if code:
+        raise ToolError(f"describing quotas failed: error {code}: {message}")
     rows, document = [], []
-    for entry in response.entries or ():
-        ent = [(e.entity_type, e.entity_name) for e in entry.entity]
-        values = {v.key: v.value for v in entry.values}
+    for ent, values in entries:
         document.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in ent], "values": values})
         rows.append((describe_entity(ent), ",".join(f"{k}={v}" for k, v in sorted(values.items()))))
     if args.output == "json":
@@ -136,7 +163,6 @@ def describe(args: argparse.Namespace) -> None:
 
 
 def alter(args: argparse.Namespace) -> None:
-    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest as R
     entity = parse_entity(args)
     if not entity:
         raise UsageError("--alter needs an entity (--entity-type users|clients with --entity-name or --entity-default)")
@@ -144,15 +170,11 @@ def alter(args: argparse.Namespace) -> None:
     delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     if not add and not delete:
         raise UsageError("--alter needs --add-config or --delete-config")
-    ops = [R.EntryData.OpData(key=k, value=v, remove=False) for k, v in add.items()]
-    ops += [R.EntryData.OpData(key=k, value=0.0, remove=True) for k in delete]
-    request = R(entries=[R.EntryData(entity=[R.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                                     ops=ops)], validate_only=args.validate_only)
-    response = _send(args, request)
+    with open_admin(args) as admin:
+        code, message = alter_quotas(admin, entity, add, delete, args.validate_only)
     who = describe_entity(entity)
-    for entry in response.entries:
-        if entry.error_code:
-            raise ToolError(f"Error while updating config for {who}: error {entry.error_code}: {entry.error_message}")
+    if code:
+        raise ToolError(f"Error while updating config for {who}: error {code}: {message}")
     if args.output == "json":
         emit(args, {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity], "set": add,
                     "deleted": delete, "validate_only": args.validate_only}, [], [])

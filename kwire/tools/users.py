@@ -208,7 +208,7 @@ def describe(args: argparse.Namespace) -> int:
         if d["error"] is not None:
             errors.append(_describe_error(user, d["error"]))
         rows += [{"user": user, "mechanism": mechanism, "iterations": iterations}
-                 for mechanism, iterations in _credentials(d)]
+                 for mechanism, iterations in credentials(d)]
     emit(args, {"users": rows, "errors": errors}, ["USER", "MECHANISM", "ITERATIONS"],
          [[r["user"], r["mechanism"], r["iterations"]] for r in rows])
     for line in errors:
@@ -225,7 +225,7 @@ def _print_kafka_configs_lines(described: dict) -> int:
             print(_describe_error(user, d["error"]))
             code = 1
             continue
-        text = ", ".join(f"{mechanism}=iterations={iterations}" for mechanism, iterations in _credentials(d))
+        text = ", ".join(f"{mechanism}=iterations={iterations}" for mechanism, iterations in credentials(d))
         print(f"SCRAM credential configs for user-principal '{user}' are {text}")
     return code
 
@@ -234,7 +234,7 @@ def _describe_error(user: str, error: str) -> str:
     return f"Error retrieving SCRAM credential configs for user-principal '{user}': {error}"
 
 
-def _credentials(described_user: dict) -> list[tuple[str, int]]:
+def credentials(described_user: dict) -> list[tuple[str, int]]:
     """(mechanism name, iterations) of one user's DescribeUserScramCredentials result."""
     return [(_NAME_OF.get(int(i["mechanism"]), i["mechanism"]), i["iterations"])
             for i in described_user["credential_infos"]]
