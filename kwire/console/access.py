@@ -4,8 +4,8 @@ kwire and against any Kafka cluster.
 ``KafkaAccess`` holds one ``KafkaAdminClient`` and one ``KafkaProducer``, made on first use
 and made again after a failure; their calls block, so pages run them in Starlette's thread
 pool (``await access.run(fn, *args)``), one admin call at a time (kafka-python's admin client
-is not meant to be shared by threads).  Consumers are made per request (``consumer()``), as
-each browse or tail reads partitions of its own.
+is not meant to be shared by threads).  The message browser reads with requests of its own
+(``reader.py``), not a KafkaConsumer.
 
 Errors: every failure a page shows goes through ``error_text(exc)``, which names Kafka's error
 (``TOPIC_ALREADY_EXISTS: Topic 'x' already exists.``) and never a traceback.
@@ -67,14 +67,10 @@ class KafkaAccess:
         with self._producer_lock:
             if self._producer is None:
                 from kafka import KafkaProducer
-                self._producer = KafkaProducer(acks="all", linger_ms=0, **self._config("kwire-console-producer"))
+                # max_block_ms: a send with the brokers gone fails within a page's time, not 60 s
+                self._producer = KafkaProducer(acks="all", linger_ms=0, max_block_ms=REQUEST_TIMEOUT_MS,
+                                               **self._config("kwire-console-producer"))
             return self._producer
-
-    def consumer(self, **extra: Any):
-        """A new KafkaConsumer without a group (assign/seek only, commits nothing); close it."""
-        from kafka import KafkaConsumer
-        return KafkaConsumer(**{"enable_auto_commit": False, "group_id": None,
-                                **self._config("kwire-console-reader"), **extra})
 
     def _config(self, client_id: str) -> dict[str, Any]:
         return {"client_id": client_id, "request_timeout_ms": REQUEST_TIMEOUT_MS, **self.client_config}

@@ -120,6 +120,15 @@ class Sampler:
             self._fresh.wait_for(lambda: self.latest.at > after, timeout)
         return self.latest
 
+    def wait_until(self, predicate, timeout: float) -> Sample:
+        """Sample again until ``predicate(sample)`` holds (a write is visible), or ``timeout``
+        seconds; returns the latest sample either way."""
+        deadline = time.monotonic() + timeout
+        sample = self.latest
+        while not predicate(sample) and time.monotonic() < deadline:
+            sample = self.wait_for_sample(time.time(), max(0.0, deadline - time.monotonic()))
+        return sample
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
@@ -174,11 +183,24 @@ class Sampler:
             return
         try:
             found = self.access.with_admin(lambda a: a.list_partition_offsets(led))
-        except Exception as exc:              # noqa: BLE001 - e.g. a leader just elected: offsets next time
-            sample.error = f"log end offsets: {error_text(exc)}"
-            return
+        except Exception:                     # noqa: BLE001 - one partition's error fails the whole call:
+            found = self._end_offsets_by_topic(led)     # ask topic by topic, keep what answers
         for tp, info in found.items():
             sample.topics[tp.topic][tp.partition].end_offset = info.offset
+
+    def _end_offsets_by_topic(self, led: dict) -> dict:
+        """ListOffsets topic by topic, after the call for all failed (a topic deleted meanwhile,
+        a leader just elected); topics that fail again are left without offsets this time."""
+        by_topic: dict[str, dict] = {}
+        for tp, spec in led.items():
+            by_topic.setdefault(tp.topic, {})[tp] = spec
+        found: dict = {}
+        for topic, specs in by_topic.items():
+            try:
+                found.update(self.access.with_admin(lambda a: a.list_partition_offsets(specs)))
+            except Exception as exc:          # noqa: BLE001
+                logger.debug("console: end offsets of %s unknown: %s", topic, error_text(exc))
+        return found
 
     def _configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         from kafka.admin import ConfigResource

@@ -16,6 +16,7 @@ from kwire.console.pages.overview import current_sample
 NAV = [("Topics", "/topics")]
 PAGE_SIZE = 100
 CREATE_TIMEOUT_MS = 15000
+SETTLE_S = 10.0            # how long a write waits for the background sample to show it
 
 
 def parse_config_lines(text: str) -> dict[str, str]:
@@ -98,7 +99,7 @@ def routes(console) -> list:
             return await _topics_with_error(request, f"Topic {name!r} not created: {console.error_text(exc)}")
         console.audit(user, "create-topic", name, partitions=partitions, replication=replication,
                       configs=configs, outcome="ok")
-        await console.access.run(console.sampler.wait_for_sample, _now(), 5.0)
+        await console.access.run(console.sampler.wait_until, lambda s: name in s.topics, SETTLE_S)
         return _redirect(f"/topics/{urllib.parse.quote(name)}", f"Topic {name} created.")
 
     async def _topics_with_error(request: Request, message: str):
@@ -133,7 +134,7 @@ def routes(console) -> list:
             return _redirect(f"/topics/{urllib.parse.quote(name)}",
                              f"Not deleted: {console.error_text(exc)}", "error")
         console.audit(user, "delete-topic", name, outcome="ok")
-        await console.access.run(console.sampler.wait_for_sample, _now(), 5.0)
+        await console.access.run(console.sampler.wait_until, lambda s: name not in s.topics, SETTLE_S)
         return _redirect("/topics", f"Topic {name} deleted.")
 
     async def add_partitions(request: Request):
@@ -232,7 +233,3 @@ def _int(value, default: int) -> int:
     except (TypeError, ValueError):
         return default
 
-
-def _now() -> float:
-    import time
-    return time.time()
