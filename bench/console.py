@@ -39,10 +39,11 @@ def build(cluster: ClusterProcess, partitions: int, groups: int) -> list[str]:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topics = [f"bench-{i:03d}" for i in range(max(1, partitions // 10))]
-    for start in range(0, len(topics), 25):
-        futures = admin.create_topics([NewTopic(t, 10, 2) for t in topics[start:start + 25]])
+    for start in range(0, len(topics), 10):
+        futures = admin.create_topics([NewTopic(t, 10, 2) for t in topics[start:start + 10]],
+                                      request_timeout=120, operation_timeout=120)
         for f in futures.values():
-            f.result(120)
+            f.result(180)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
     for t in topics:
         for p in range(10):

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,6 +54,24 @@ def populate(bootstrap: str) -> None:
         consumer.close()
 
 
+def keep_producing(bootstrap: str, stop: threading.Event) -> None:
+    """Orders at a changing rate, and the shipping group keeping up, until ``stop``."""
+    from confluent_kafka import Consumer, Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "shipping", "auto.offset.reset": "earliest",
+                         "auto.commit.interval.ms": 500})
+    consumer.subscribe(["orders"])
+    i = 0
+    while not stop.is_set():
+        for _ in range(50 + (i % 7) * 40):
+            producer.produce("orders", key=f"order-x{i}".encode(), value=json.dumps({"order_id": i}).encode())
+            i += 1
+        producer.poll(0)
+        consumer.consume(500, timeout=0.2)
+    producer.flush(10)
+    consumer.close()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "console"))
@@ -63,8 +82,11 @@ def main(argv=None) -> int:
         populate(cluster.bootstrap)
         console = ConsoleProcess(cluster.bootstrap, os.path.join(cluster.data_dir, "console.log"),
                                  sample_interval_s=1).start(60)
+        stop = threading.Event()
+        writer = threading.Thread(target=keep_producing, args=(cluster.bootstrap, stop), daemon=True)
+        writer.start()
         try:
-            time.sleep(4)           # a few samples: the rate chart has points
+            time.sleep(8)           # a few samples while records flow: the rate chart has points
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
                 page = browser.new_page(viewport={"width": 1280, "height": 860})
@@ -76,6 +98,8 @@ def main(argv=None) -> int:
                     print(target)
                 browser.close()
         finally:
+            stop.set()
+            writer.join(20)
             console.close()
     return 0
 
