@@ -41,6 +41,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kwire.schemas.types.protobuf_schema import read_message_indexes
+
 TEXT_LIMIT = 20_000            # characters of a key/value shown
 HEX_LIMIT = 512                # bytes shown as hex
 MAGIC = 0
@@ -50,7 +52,6 @@ REGISTRY_TIMEOUT_S = 4.0
 RETRY_AFTER_S = 15.0
 MAX_SCHEMAS = 1000             # parsed schemas kept (then the cache starts over)
 MAX_REFERENCE_DEPTH = 16
-MAX_MESSAGE_INDEXES = 64
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")    # text has none but tab, LF, CR
 
 
@@ -348,31 +349,11 @@ def _well_known(name: str) -> bytes:
     return file.serialized_pb
 
 
-def _zigzag(data: bytes, at: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise ValueError("truncated message index")
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-
-
 def message_indexes(payload: bytes) -> tuple[list[int], int]:
-    """The Protobuf message indexes at the start of ``payload`` and where the message starts."""
-    count, at = _zigzag(payload, 0)
-    if count == 0:
-        return [0], at
-    if not 0 < count <= MAX_MESSAGE_INDEXES:
-        raise ValueError(f"{count} message indexes")
-    indexes = []
-    for _ in range(count):
-        index, at = _zigzag(payload, at)
-        indexes.append(index)
-    return indexes, at
+    """The Protobuf message indexes at the start of ``payload`` and where the message starts
+    (the registry's own reader, kwire.schemas.types).  Raises ValueError."""
+    indexes, at = read_message_indexes(payload)
+    return list(indexes), at
 
 
 def _message_at(top: list, indexes: list[int]):

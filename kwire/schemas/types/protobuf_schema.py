@@ -91,7 +91,7 @@ class ProtobufSchema(ParsedSchema):
 
     def validate(self, payload: bytes | memoryview) -> None:
         data = bytes(payload)
-        indexes, pos = _read_indexes(data)
+        indexes, pos = read_message_indexes(data)
         cls = self._classes.get(indexes) or self._message_class(indexes)
         msg = cls()
         try:
@@ -179,7 +179,10 @@ def _add_files(pool, files: list[descriptor_pb2.FileDescriptorProto]) -> None:
             raise SchemaError(f"Invalid schema: {detail}") from None
 
 
-def _read_indexes(data: bytes) -> tuple[tuple[int, ...], int]:
+def read_message_indexes(data: bytes) -> tuple[tuple[int, ...], int]:
+    """The message-index array at the start of a Confluent Protobuf payload (which message of
+    the schema, nested by index; ``(0,)`` for the first) and where the message starts.
+    Raises RecordInvalid (a ValueError)."""
     count, pos = _zigzag(data, 0)
     if count == 0:
         return (0,), pos
