@@ -86,3 +86,15 @@ def test_the_overview_rates_come_from_the_brokers_metrics_when_given(tmp_path):
             stop.set()
             writer.join(20)
             console.close()
+
+
+def test_hash_password_prints_a_users_file_line_and_bad_options_exit_2():
+    from kwire.console.auth import verify_password
+    done = subprocess.run([sys.executable, "-m", "kwire", "console", "hash-password"], input="s3cret\n",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    stored = done.stdout.strip()
+    assert verify_password("s3cret", stored) and not verify_password("other", stored)
+    bad = subprocess.run([sys.executable, "-m", "kwire", "console", "--listen", "nonsense"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "expected HOST:PORT" in bad.stderr
