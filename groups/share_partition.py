@@ -144,6 +144,16 @@ class SharePartition:
             return self.speo
         return None
 
+    def record_counts(self) -> dict[RecordState, int]:
+        """How many records between the SPSO and the SPEO are in each state (every state a
+        key).  AVAILABLE + ACQUIRED + ACKNOWLEDGED are the in-flight records KIP-932 counts;
+        ``records`` holds only that window (``max_record_locks`` records, give or take the
+        last batch acquired), so this is cheap enough for every metrics scrape."""
+        counts = dict.fromkeys(RecordState, 0)
+        for rec in self.records.values():
+            counts[rec.state] += 1
+        return counts
+
     # -- events -----------------------------------------------------------------------
     def skip_to(self, log_start_offset: int) -> bool:
         """Records below the log's start were deleted: archive them, move the SPSO there."""

@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--schema-registry-url", metavar="URL",
                         help="a Schema Registry, to decode Avro, Protobuf and JSON Schema records")
     parser.add_argument("--metrics-url", action="append", default=[], metavar="URL",
-                        help="a kwire broker's /metrics (repeatable), for the overview's rates")
+                        help="a kwire broker's /metrics (repeatable), for the overview's rates and "
+                             "share-partitions' record counts")
     parser.add_argument("--sample-interval-s", type=float, default=5.0, metavar="S",
                         help="how often lag and offsets are sampled (default 5)")
     parser.add_argument("--log-level", default="INFO")

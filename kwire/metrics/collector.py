@@ -31,6 +31,14 @@ Consumer-group offsets are named as kafka_exporter names them
 - committed offset, -1 for a partition of a consumed topic with no commit, the
 ``_sum`` per topic and ``kafka_consumergroup_members``), from the group coordinator's
 committed offsets and the local logs' high watermarks.
+
+Share-partitions (KIP-932) have no MBean Kafka's exporter configuration names, so kwire names
+its own, reported by the share-partition leader (the partition's leader) for every
+share-partition it holds: ``kwire_share_partition_records{group,topic,partition,state}``
+counts the records between the start offset (SPSO) and the end offset (SPEO) in each state
+(``available``, ``acquired``, ``acknowledged``: the in-flight records; ``archived``), with
+``kwire_share_partition_start_offset`` and ``kwire_share_partition_end_offset`` beside them.
+Kafka's admin API does not report these counts; the web console reads them from here.
 """
 from __future__ import annotations
 
@@ -84,6 +92,9 @@ class BrokerCollector(Collector):
         yield from log_families(broker)
         yield from group_families(broker)
         yield from consumer_group_families(broker)
+        shares = getattr(broker, "shares", None)
+        if shares is not None:
+            yield from share_partition_families(broker.logs, shares.coordinator.partitions)
         quotas = getattr(broker, "quotas", None)
         if quotas is not None:
             yield from quota_families(quotas.enforcer, broker.clock.now_ms())
@@ -235,6 +246,33 @@ def consumer_group_families(broker):
             current_sum.add_metric([group_id, topic_name], offset_total)
             lag_sum.add_metric([group_id, topic_name], lag_total)
     return current, lag, current_sum, lag_sum, members
+
+
+def share_partition_families(logs, partitions):
+    """kwire's share-partition families from ``partitions`` ({(group, topic id, partition):
+    SharePartition}, the share coordinator's: those this broker leads)."""
+    labels = ["group", "topic", "partition"]
+    records = GaugeMetricFamily("kwire_share_partition_records",
+                                "Records between the share-partition start and end offsets, by delivery state "
+                                "(available + acquired + acknowledged: in flight)", labels=labels + ["state"])
+    start = GaugeMetricFamily("kwire_share_partition_start_offset",
+                              "The share-partition start offset (SPSO): every record below it is delivered "
+                              "and acknowledged or archived", labels=labels)
+    end = GaugeMetricFamily("kwire_share_partition_end_offset",
+                            "The share-partition end offset (SPEO): the next offset never yet acquired",
+                            labels=labels)
+    rows = []
+    for (group_id, topic_id, index), sp in list(partitions.items()):
+        topic = logs.topics_by_id.get(topic_id)
+        if topic is not None:
+            rows.append((group_id, topic.name, index, sp))
+    for group_id, topic_name, index, sp in sorted(rows, key=lambda r: r[:3]):
+        key = [group_id, topic_name, str(index)]
+        for state, count in sp.record_counts().items():
+            records.add_metric(key + [state.name.lower()], count)
+        start.add_metric(key, sp.spso)
+        end.add_metric(key, sp.speo)
+    return records, start, end
 
 
 # Kafka's quota sensors (kafka.server:type=Produce|Fetch|Request|ControllerMutation,user,client-id),

@@ -1,5 +1,6 @@
 """Reading a Prometheus text exposition (another broker's /metrics), for kwire's own clients:
-the web console's rates (kwire.console.sampler)."""
+the web console's rates (kwire.console.sampler) and share-partitions' record counts
+(kwire.console.pages.groups_data)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -17,3 +18,10 @@ def unlabelled_values(text: str, names: Iterable[str]) -> dict[str, float]:
                 found[sample.name] = found.get(sample.name, 0.0) + sample.value
     return found
 
+
+
+def labelled_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample named ``name`` in ``text``, in the order given."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return [(dict(sample.labels), sample.value) for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == name]

@@ -1,6 +1,8 @@
 """The groups pages in chromium, against three brokers: lag seen appearing and draining, a
 reset previewed, executed and read back by a stock client, Kafka's refusals (an active group
-is neither reset nor deleted), a deletion, and a share group's members.
+is neither reset nor deleted), a deletion, and a share group's members; and, against one
+broker whose /metrics the console reads (``--metrics-url``), a share group's in-flight and
+archived record counts.
 
 Records, commits and consumers come from confluent-kafka (librdkafka); the console samples
 every second and the group page refreshes its lag every few, hence the generous timeouts.
@@ -15,6 +17,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from playwright.sync_api import expect
+
+from kwire.testing import BrokerProcess
+from kwire.testing.process import free_port
+from tests.support.console import ConsoleProcess
 
 SEEN = 20_000          # ms: a sample (1 s) and a refresh of the page's lag (3 s), with room to spare
 
@@ -200,9 +206,67 @@ def test_a_share_groups_page_shows_its_members_and_share_partitions(console, con
         expect(page.locator("#share-partitions tbody tr").first.locator("td")).to_have_text(
             [topic, "0", "10", "0"], timeout=SEEN)
         expect(page.locator("#reset-panel")).to_have_count(0)         # no AlterShareGroupOffsets here
+        expect(page.locator("#share-counts-note")).to_contain_text("--metrics-url")     # none given
 
         page.goto(f"{console.url}/groups?q={group}")
         expect(page.locator(f'#groups tr[data-group="{group}"] td')).to_have_text(
             [group, "Stable", "share (KIP-932)", "1", "–"])
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def metrics_console(tmp_path):
+    """One broker with its /metrics on, and a console reading it: (broker, console)."""
+    metrics_port = free_port()
+    broker = BrokerProcess(tmp_path / "broker", properties={
+        "prometheus.listener": f"127.0.0.1:{metrics_port}", "offsets.topic.num.partitions": 1}).start()
+    console = ConsoleProcess(broker.bootstrap, str(tmp_path / "console.log"), "--metrics-url",
+                             f"http://127.0.0.1:{metrics_port}/metrics")
+    try:
+        console.start()
+        yield broker, console
+    finally:
+        console.close()
+        broker.close()
+
+
+def test_a_share_groups_in_flight_and_archived_records_come_from_the_brokers_metrics(metrics_console, page):
+    try:
+        from confluent_kafka import AcknowledgeType, ShareConsumer
+    except ImportError:
+        pytest.skip("confluent-kafka without ShareConsumer (librdkafka < 2.16)")
+    broker, console = metrics_console
+    bootstrap, topic, group = broker.bootstrap, name("queue"), name("share")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(10):
+        producer.produce(topic, f"job-{i}".encode())
+    assert producer.flush(15) == 0
+    earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([earliest]).values():
+        future.result(10)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    try:
+        held, deadline = [], time.monotonic() + 20
+        while len(held) < 10 and time.monotonic() < deadline:
+            held += [m for m in consumer.poll(0.5) or [] if m.error() is None]
+        assert len(held) == 10
+
+        page.goto(group_url(console, group))
+        row = page.locator(f'#share-partitions tr[data-partition="{topic}-0"] td')
+        # topic, partition, start offset, in flight, available, acquired, acknowledged, archived, lag
+        expect(row).to_have_text([topic, "0", "0", "10", "0", "10", "0", "0", "10"], timeout=SEEN)
+        expect(page.locator("#share-counts-note")).to_have_count(0)
+
+        for m in held:
+            if m.offset() > 0:       # the first stays acquired: the start offset stays behind it
+                consumer.acknowledge(m, AcknowledgeType.REJECT if m.offset() % 2 else AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        expect(row).to_have_text([topic, "0", "0", "5", "0", "1", "4", "5", "1"], timeout=SEEN)
     finally:
         consumer.close()

@@ -46,6 +46,19 @@ def test_release_redelivers_with_a_higher_count_and_reject_never_does():
     assert sp.spso == 3
 
 
+def test_record_counts_are_the_window_between_the_start_and_end_offsets_by_state():
+    sp = fresh()
+    assert sp.record_counts() == {A: 0, Q: 0, K: 0, X: 0}
+    sp.acquire("m1", [(0, 9)], 500, 0)
+    assert sp.record_counts() == {A: 0, Q: 10, K: 0, X: 0}
+    sp.acknowledge("m1", 2, 5, [AckType.ACCEPT, AckType.REJECT, AckType.RELEASE, AckType.GAP])
+    assert sp.record_counts() == {A: 1, Q: 6, K: 1, X: 2}
+    sp.acknowledge("m1", 0, 1, [AckType.ACCEPT])        # the start offset moves over 0-3: forgotten
+    assert (sp.spso, sp.speo) == (4, 10)
+    assert sp.record_counts() == {A: 1, Q: 4, K: 0, X: 1}
+    assert sum(sp.record_counts().values()) == sp.speo - sp.spso
+
+
 def test_the_delivery_count_limit_archives_a_record_released_again_and_again():
     sp = fresh()
     for delivery in (1, 2, 3):

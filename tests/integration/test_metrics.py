@@ -301,3 +301,63 @@ def test_the_endpoint_is_off_by_default(broker):
     (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")]).values()
     entry = future.result(30)["prometheus.listener"]
     assert entry.value is None and entry.is_default
+
+
+def share_counts(url: str, group: str, topic: str) -> tuple[dict[str, float], float, float]:
+    """(records by state, start offset, end offset) of share-partition ``topic``-0 of ``group``."""
+    metrics = scrape(url)
+    key = {"group": group, "topic": topic, "partition": 0}
+    return (by_label(metrics, "kwire_share_partition_records", "state", **key),
+            sample(metrics, "kwire_share_partition_start_offset", **key),
+            sample(metrics, "kwire_share_partition_end_offset", **key))
+
+
+def test_share_partition_records_by_state_follow_a_share_consumer(loaded):
+    """A ShareConsumer (explicit acknowledgement) holding ten records shows them acquired; once
+    it accepts and rejects all but the first, those show as acknowledged and archived inside
+    the window; accepting the first moves the start offset past all ten."""
+    try:
+        from confluent_kafka import AcknowledgeType, ShareConsumer
+    except ImportError:
+        pytest.skip("confluent-kafka without ShareConsumer (librdkafka < 2.16)")
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    broker, url, *_ = loaded
+    topic, group = "queue", "queue-readers"
+    create_topics(broker.bootstrap, NewTopic(topic, 1, 1))
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    for i in range(10):
+        producer.produce(topic, b"job-%d" % i)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([earliest]).values():
+        future.result(10)
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    try:
+        held, deadline = [], time.monotonic() + 30
+        while len(held) < 10 and time.monotonic() < deadline:
+            held += [m for m in consumer.poll(0.5) or [] if m.error() is None]
+        assert sorted(m.offset() for m in held) == list(range(10))
+        states, start, end = share_counts(url, group, topic)
+        assert states == {"available": 0, "acquired": 10, "acknowledged": 0, "archived": 0}
+        assert (start, end) == (0, 10)
+
+        for m in held:
+            if m.offset() > 0:
+                consumer.acknowledge(m, AcknowledgeType.REJECT if m.offset() % 2 else AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        states, start, end = share_counts(url, group, topic)
+        assert states == {"available": 0, "acquired": 1, "acknowledged": 4, "archived": 5}
+        assert (start, end) == (0, 10)
+
+        consumer.acknowledge(next(m for m in held if m.offset() == 0), AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        states, start, end = share_counts(url, group, topic)
+        assert states == {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0}
+        assert (start, end) == (10, 10)
+    finally:
+        consumer.close()

@@ -146,6 +146,30 @@ def test_a_deleted_topic_leaves_the_exposition(tmp_path):
     run(scenario)
 
 
+def test_share_partitions_are_counted_by_state_between_their_start_and_end_offsets(tmp_path):
+    from kwire.groups.share_partition import AckType, PartitionLimits, SharePartition
+
+    async def scenario():
+        async with connected(tmp_path, **ON) as (broker, client):
+            await create_topic(client, "queue")
+            sp = SharePartition(PartitionLimits(1000, 3, 100), 0)
+            sp.acquire("m1", [(0, 9)], 500, 0)
+            sp.acknowledge("m1", 1, 3, [AckType.ACCEPT, AckType.REJECT, AckType.RELEASE])
+            broker.shares.coordinator.partitions[("g1", broker.logs.get("queue").topic_id, 0)] = sp
+            broker.shares.coordinator.partitions[("g1", "a deleted topic's id", 0)] = sp
+            with real_time():
+                families = scrape(broker)
+            key = {"group": "g1", "topic": "queue", "partition": "0"}
+            kind, samples = families["kwire_share_partition_records"]
+            assert kind == "gauge"
+            assert {dict(labels)["state"]: v for (_, labels), v in samples.items()} == \
+                {"available": 1, "acquired": 7, "acknowledged": 1, "archived": 1}
+            assert all({k: v for k, v in labels if k != "state"} == key for _, labels in samples)
+            assert value(families, "kwire_share_partition_start_offset", **key) == 0
+            assert value(families, "kwire_share_partition_end_offset", **key) == 10
+    run(scenario)
+
+
 # -- HTTP, sans-I/O ---------------------------------------------------------------------------
 
 GET = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*"

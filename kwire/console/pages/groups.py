@@ -2,7 +2,8 @@
 with hundreds of groups: state, protocol, lag; member counts of the shown page asked fresh),
 a group's page (state, coordinator, members and their assignments, lag per partition and over
 time, refreshed by htmx), resetting offsets with a preview, and deleting a group.  A share
-group's page shows its members and share-partitions (start offset, lag).
+group's page shows its members and share-partitions (start offset, lag and, from the brokers'
+/metrics when the console has ``--metrics-url``, the in-flight and archived record counts).
 
 A group id may hold "/", so everything about one group lives at its own path and is told apart
 by the query (a path suffix such as ``/reset`` could be part of an id):
@@ -28,7 +29,8 @@ from starlette.routing import Route
 
 from kwire.console.app import WriteRefused
 from kwire.console.pages.groups_data import (SCENARIO_LABELS, ResetRefused, delete, describe, lookup_type,
-                                             member_counts, reset, scenario_from, share_partitions, type_of)
+                                             member_counts, reset, scenario_from, share_partitions,
+                                             share_record_counts, type_of, with_record_counts)
 from kwire.console.pages.overview import current_sample
 from kwire.tools.common import ToolError
 
@@ -171,14 +173,20 @@ class GroupPages:
 
     async def _lag(self, group_id: str, group_type: str, sample) -> dict[str, Any]:
         """The lag part's context: per-partition rows, the total, the chart (from the sample),
-        or a share group's share-partitions (asked fresh: the sampler does not read them)."""
+        or a share group's share-partitions (asked fresh: the sampler does not read them) with
+        their record counts when the console reads the brokers' /metrics (``share_counts``)."""
         if group_type == "share":
+            urls = self.console.settings.metrics_urls
+            context = {"share_rows": [], "share_counts": bool(urls), "counts_error": None, "total_lag": None}
             try:
                 rows = await self.console.access.admin_call(share_partitions, group_id)
             except Exception as exc:          # noqa: BLE001 - shown in place of the table
-                return {"share_rows": [], "lag_error": self.console.error_text(exc), "total_lag": None}
+                return dict(context, lag_error=self.console.error_text(exc))
+            if urls:
+                counts, context["counts_error"] = await self.console.access.run(share_record_counts, urls, group_id)
+                with_record_counts(rows, counts)
             known = [r["lag"] for r in rows if r["lag"] is not None]
-            return {"share_rows": rows, "lag_error": None, "total_lag": sum(known) if known else None}
+            return dict(context, share_rows=rows, lag_error=None, total_lag=sum(known) if known else None)
         history = list(self.console.sampler.group_history.get(group_id, ()))
         g = sample.groups.get(group_id)
         chart = {"x": [at for at, _ in history], "ys": [[lag for _, lag in history]],

@@ -10,7 +10,10 @@ the console and the CLI describe, plan and refuse alike:
   (start offset, lag) come from DescribeShareGroupOffsets;
 - a reset is planned as kafka-consumer-groups.sh plans it (clamped into the log) and refused,
   with its message, unless the group is inactive (Empty or Dead);
-- a deletion the broker refuses is reported with Kafka's error name (NON_EMPTY_GROUP).
+- a deletion the broker refuses is reported with Kafka's error name (NON_EMPTY_GROUP);
+- a share-partition's in-flight and archived record counts, which no admin API reports, are
+  read from kwire brokers' /metrics (``--metrics-url``): each share-partition leader exposes
+  ``kwire_share_partition_records{group,topic,partition,state}`` (kwire.metrics.collector).
 """
 from __future__ import annotations
 
@@ -132,6 +135,52 @@ def member_counts(admin, groups: Iterable[tuple[str, str]]) -> dict[str, int]:
 def share_partitions(admin, group_id: str) -> list[dict[str, Any]]:
     """A share group's share-partitions: topic, partition, start_offset, lag (None: unknown)."""
     return share_group_offsets(admin, group_id)
+
+
+SHARE_RECORDS = "kwire_share_partition_records"
+METRICS_TIMEOUT_S = 2.0
+METRICS_MAX_BYTES = 64 * 1024 * 1024
+
+
+def share_record_counts(urls: Iterable[str], group_id: str) -> tuple[dict[tuple[str, int], dict[str, int]],
+                                                                      str | None]:
+    """{(topic, partition): {state: records}} of the group's share-partitions as the brokers'
+    /metrics at ``urls`` report them (each by its share-partition leader; states available,
+    acquired, acknowledged, archived), and what went wrong reading them (None: nothing).  A
+    broker that does not answer is left out and named in the error."""
+    import urllib.request
+    from kwire.metrics.scrape import labelled_samples
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    failed = []
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url, timeout=METRICS_TIMEOUT_S) as response:
+                text = response.read(METRICS_MAX_BYTES).decode("utf-8", "replace")
+            samples = labelled_samples(text, SHARE_RECORDS)
+        except (OSError, ValueError) as exc:
+            failed.append(f"{url}: {exc}")
+            continue
+        for labels, value in samples:
+            if labels.get("group") != group_id:
+                continue
+            try:
+                key = (labels["topic"], int(labels["partition"]))
+            except (KeyError, ValueError):
+                continue
+            counts.setdefault(key, {})[labels.get("state", "")] = int(value)
+    return counts, ("; ".join(failed) or None)
+
+
+def with_record_counts(rows: list[dict[str, Any]], counts: dict[tuple[str, int], dict[str, int]]) -> None:
+    """Add to each share-partition row its available, acquired, acknowledged, in_flight (their
+    sum) and archived record counts; None where no broker reported the share-partition (its
+    leader has not served it since it started, in a cluster let it go while no session read
+    it, or did not answer)."""
+    for r in rows:
+        c = counts.get((r["topic"], r["partition"]))
+        for state in ("available", "acquired", "acknowledged", "archived"):
+            r[state] = None if c is None else c.get(state, 0)
+        r["in_flight"] = None if c is None else r["available"] + r["acquired"] + r["acknowledged"]
 
 
 # -- reset-offsets -------------------------------------------------------------------------
