@@ -3,10 +3,11 @@ whole session, and Debian's chromium driven by Playwright.
 
 ``console_cluster``  a ClusterProcess of three brokers (skips where ZooKeeper cannot run)
 ``console``          ``kwire console`` on it, sampling every second (a ConsoleProcess)
-``browser``          a headless chromium (skips with the reason where chromium or Playwright is missing)
+``browser``          a headless chromium per module (skips with the reason where chromium or Playwright is missing)
 ``page``             a fresh page (own cookies) per test; ``console_url`` is prefixed by ``goto``
 
-Tests share the cluster: each uses topic and group names of its own.
+Tests share the cluster (package-scoped: it stops after the last console test): each uses topic
+and group names of its own.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tests.support.console import ConsoleProcess
 CHROMIUM = "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def console_cluster():
     available, why = zookeeper_available()
     if not available:
@@ -30,7 +31,7 @@ def console_cluster():
         yield cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def console(console_cluster, tmp_path_factory):
     c = ConsoleProcess(console_cluster.bootstrap, str(tmp_path_factory.mktemp("console") / "console.log"))
     c.start()
@@ -38,8 +39,11 @@ def console(console_cluster, tmp_path_factory):
     c.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Module-scoped, not session-scoped: Playwright's sync API keeps an asyncio loop running on
+    the main thread while it is open, and asyncio.run() (aiokafka's tests, the embedded broker's)
+    then fails in every later module."""
     chromium = shutil.which("chromium") or (CHROMIUM if shutil.os.path.exists(CHROMIUM) else None)
     if chromium is None:
         pytest.skip("the browser tests need Debian's chromium (scripts/test installs it)")
