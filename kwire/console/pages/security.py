@@ -249,119 +249,123 @@ def alter_quota(admin, entity, add: dict[str, float], delete: list[str]) -> None
 
 
 # -- routes -------------------------------------------------------------------------------------
-def routes(console) -> list:
-    from kafka.errors import KafkaError
+class SecurityPages:
+    """The security pages' handlers, sharing the console and the refusals that become notes."""
 
-    failures = (KafkaError, OSError)
+    def __init__(self, console):
+        from kafka.errors import KafkaError
+        self.console = console
+        self.failures = (KafkaError, OSError)
 
-    def render(request: Request, template: str, status: int = 200, **context: Any):
-        return console.render(request, template, status_code=status, tabs=TABS, **context)
 
-    def confirm(request: Request, **context: Any):
-        if console.read_only:
+    def render(self, request: Request, template: str, status: int = 200, **context: Any):
+        return self.console.render(request, template, status_code=status, tabs=TABS, **context)
+
+    def confirm(self, request: Request, **context: Any):
+        if self.console.read_only:
             raise WriteRefused(403, "The console is read-only: writes are disabled.")
-        return render(request, "security_confirm.html", **context)
+        return self.render(request, "security_confirm.html", **context)
 
-    async def fetch(fn, *args, expect=None):
+    async def fetch(self, fn, *args, expect=None):
         """``fn(admin, *args)``; after a write, again for a moment until ``expect(result)`` holds:
         a change made through one broker reaches the others shortly after (ZooKeeper), and the
         page answering the write should show it."""
-        result = await console.access.admin_call(fn, *args)
+        result = await self.console.access.admin_call(fn, *args)
         deadline = time.monotonic() + SETTLE_S
         while expect is not None and not expect(result) and time.monotonic() < deadline:
             await anyio.sleep(0.2)
-            result = await console.access.admin_call(fn, *args)
+            result = await self.console.access.admin_call(fn, *args)
         return result
 
-    def audit_outcome(user: str, action: str, target: str, exc: BaseException | None, **details: Any) -> None:
-        console.audit(user, action, target, **details, outcome="done" if exc is None else console.error_text(exc))
+    def audit_outcome(self, user: str, action: str, target: str, exc: BaseException | None, **details: Any) -> None:
+        self.console.audit(user, action, target, **details, outcome="done" if exc is None else self.console.error_text(exc))
 
     # -- ACLs -----------------------------------------------------------------------------------
-    async def acls_page(request: Request, *, status: int = 200, flash: str | None = None,
+    async def acls_page(self, request: Request, *, status: int = 200, flash: str | None = None,
                         error: str | None = None, form: Mapping[str, Any] | None = None, expect=None):
         query = request.query_params if request.method == "GET" else {}
         shown = {"resource_type": query.get("resource_type", "ANY"), "name": query.get("name", ""),
                  "pattern": query.get("pattern", "ANY"), "principal": query.get("principal", "")}
         acls, note = [], None
         try:
-            acls = await fetch(list_acls, acl_filter(shown), expect=expect)
+            acls = await self.fetch(list_acls, acl_filter(shown), expect=expect)
         except BadInput as exc:
             error, status = str(exc), 400
-        except failures as exc:
+        except self.failures as exc:
             note = refusal_note(exc, "describe ACLs")
             if note is None:
-                error, status = error or console.error_text(exc), max(status, 502)
+                error, status = error or self.console.error_text(exc), max(status, 502)
         filtered = any(shown[k] not in ("", "ANY") for k in shown)
         rows = [(a, urllib.parse.urlencode(a.document())) for a in acls]
-        return render(request, "security_acls.html", status=status, acls=rows, note=note, error=error, flash=flash,
+        return self.render(request, "security_acls.html", status=status, acls=rows, note=note, error=error, flash=flash,
                       filter=shown, filtered=filtered, values=dict(form or {}), resource_types=RESOURCE_TYPES,
                       operations=OPERATIONS, patterns=PATTERNS, filter_patterns=FILTER_PATTERNS,
                       permissions=PERMISSIONS)
 
-    async def acls(request: Request):
+    async def acls(self, request: Request):
         if request.method == "GET":
-            return await acls_page(request)
-        user, form = await console.write_form(request)
+            return await self.acls_page(request)
+        user, form = await self.console.write_form(request)
         try:
             acl = acl_binding(form)
         except BadInput as exc:
-            return await acls_page(request, status=400, error=str(exc), form=form)
+            return await self.acls_page(request, status=400, error=str(exc), form=form)
         try:
-            await console.access.admin_call(create_acl, acl)
-        except failures as exc:
-            audit_outcome(user, "acl-create", f"{acl.resource_type}:{acl.name}", exc, **_acl_details(acl))
-            return await acls_page(request, status=502, error=f"The ACL was not created: {console.error_text(exc)}",
+            await self.console.access.admin_call(create_acl, acl)
+        except self.failures as exc:
+            self.audit_outcome(user, "acl-create", f"{acl.resource_type}:{acl.name}", exc, **_acl_details(acl))
+            return await self.acls_page(request, status=502, error=f"The ACL was not created: {self.console.error_text(exc)}",
                                    form=form)
-        audit_outcome(user, "acl-create", f"{acl.resource_type}:{acl.name}", None, **_acl_details(acl))
-        return await acls_page(request, flash=f"Created the ACL: {describe_acl(acl)}.",
+        self.audit_outcome(user, "acl-create", f"{acl.resource_type}:{acl.name}", None, **_acl_details(acl))
+        return await self.acls_page(request, flash=f"Created the ACL: {describe_acl(acl)}.",
                                expect=lambda found: acl in found)
 
-    async def acl_delete(request: Request):
+    async def acl_delete(self, request: Request):
         if request.method == "GET":
             try:
                 acl = acl_binding(request.query_params)
             except BadInput as exc:
-                return await acls_page(request, status=400, error=str(exc))
-            return confirm(request, title="Delete an ACL", question="Delete this ACL binding?",
+                return await self.acls_page(request, status=400, error=str(exc))
+            return self.confirm(request, title="Delete an ACL", question="Delete this ACL binding?",
                            details=_acl_rows(acl), action="/security/acls/delete",
                            hidden=list(acl.document().items()), button="Delete the ACL", back="/security/acls")
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         try:
             acl = acl_binding(form)
         except BadInput as exc:
-            return await acls_page(request, status=400, error=str(exc))
+            return await self.acls_page(request, status=400, error=str(exc))
         try:
-            deleted = await console.access.admin_call(delete_acl, acl)
-        except failures as exc:
-            audit_outcome(user, "acl-delete", f"{acl.resource_type}:{acl.name}", exc, **_acl_details(acl))
-            return await acls_page(request, status=502, error=f"The ACL was not deleted: {console.error_text(exc)}")
-        audit_outcome(user, "acl-delete", f"{acl.resource_type}:{acl.name}", None, deleted=deleted,
+            deleted = await self.console.access.admin_call(delete_acl, acl)
+        except self.failures as exc:
+            self.audit_outcome(user, "acl-delete", f"{acl.resource_type}:{acl.name}", exc, **_acl_details(acl))
+            return await self.acls_page(request, status=502, error=f"The ACL was not deleted: {self.console.error_text(exc)}")
+        self.audit_outcome(user, "acl-delete", f"{acl.resource_type}:{acl.name}", None, deleted=deleted,
                       **_acl_details(acl))
         if not deleted:
-            return await acls_page(request, status=404, error=f"No such ACL (deleted already?): {describe_acl(acl)}.")
-        return await acls_page(request, flash=f"Deleted the ACL: {describe_acl(acl)}.",
+            return await self.acls_page(request, status=404, error=f"No such ACL (deleted already?): {describe_acl(acl)}.")
+        return await self.acls_page(request, flash=f"Deleted the ACL: {describe_acl(acl)}.",
                                expect=lambda found: acl not in found)
 
     # -- SCRAM users ----------------------------------------------------------------------------
-    async def users_page(request: Request, *, status: int = 200, flash: str | None = None,
+    async def users_page(self, request: Request, *, status: int = 200, flash: str | None = None,
                          error: str | None = None, form: Mapping[str, Any] | None = None, expect=None):
         rows, user_errors, note = [], [], None
         try:
-            rows, user_errors = await fetch(list_users, expect=expect and (lambda found: expect(found[0])))
-        except failures as exc:
+            rows, user_errors = await self.fetch(list_users, expect=expect and (lambda found: expect(found[0])))
+        except self.failures as exc:
             note = refusal_note(exc, "describe SCRAM users")
             if note is None:
-                error, status = error or console.error_text(exc), max(status, 502)
+                error, status = error or self.console.error_text(exc), max(status, 502)
         values = {k: v for k, v in (form or {}).items() if k != "password"}       # never echoed
-        return render(request, "security_users.html", status=status, users=rows, user_errors=user_errors,
+        return self.render(request, "security_users.html", status=status, users=rows, user_errors=user_errors,
                       note=note, error=error, flash=flash, values=values, mechanisms=MECHANISMS,
                       iterations=(MIN_ITERATIONS, DEFAULT_ITERATIONS, MAX_ITERATIONS))
 
-    async def users(request: Request):
+    async def users(self, request: Request):
         if request.method == "GET":
-            return await users_page(request)
+            return await self.users_page(request)
         from kafka.admin import UserScramCredentialUpsertion
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         try:
             name, mechanism = _scram_user(form)
             password = str(form.get("password") or "")
@@ -372,65 +376,65 @@ def routes(console) -> list:
                 raise BadInput(f"iterations {text!r} is not a whole number")
             iterations = int(text)
         except BadInput as exc:
-            return await users_page(request, status=400, error=str(exc), form=form)
+            return await self.users_page(request, status=400, error=str(exc), form=form)
         try:
             upsertion = UserScramCredentialUpsertion(name, mechanism, password, iterations=iterations)
-            await console.access.admin_call(alter_scram, upsertion)
-        except failures as exc:
-            audit_outcome(user, "scram-set", name, exc, mechanism=mechanism, iterations=iterations)
-            return await users_page(request, status=502, form=form,
-                                    error=f"The credential of {name} was not set: {console.error_text(exc)}")
-        audit_outcome(user, "scram-set", name, None, mechanism=mechanism, iterations=iterations)
-        return await users_page(request, flash=f"Set the {mechanism} credential of {name} ({iterations} iterations).",
+            await self.console.access.admin_call(alter_scram, upsertion)
+        except self.failures as exc:
+            self.audit_outcome(user, "scram-set", name, exc, mechanism=mechanism, iterations=iterations)
+            return await self.users_page(request, status=502, form=form,
+                                    error=f"The credential of {name} was not set: {self.console.error_text(exc)}")
+        self.audit_outcome(user, "scram-set", name, None, mechanism=mechanism, iterations=iterations)
+        return await self.users_page(request, flash=f"Set the {mechanism} credential of {name} ({iterations} iterations).",
                                 expect=lambda rows: {"user": name, "mechanism": mechanism, "iterations": iterations}
                                 in [{k: r[k] for k in ("user", "mechanism", "iterations")} for r in rows])
 
-    async def user_delete(request: Request):
+    async def user_delete(self, request: Request):
         if request.method == "GET":
             try:
                 name, mechanism = _scram_user(request.query_params)
             except BadInput as exc:
-                return await users_page(request, status=400, error=str(exc))
-            return confirm(request, title="Delete a SCRAM credential",
+                return await self.users_page(request, status=400, error=str(exc))
+            return self.confirm(request, title="Delete a SCRAM credential",
                            question=f"Delete the {mechanism} credential of {name}? Clients logging in as {name} "
                                     f"with {mechanism} will be refused.",
                            details=[("User", name), ("Mechanism", mechanism)], action="/security/users/delete",
                            hidden=[("user", name), ("mechanism", mechanism)], button="Delete the credential",
                            back="/security/users")
         from kafka.admin import UserScramCredentialDeletion
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         try:
             name, mechanism = _scram_user(form)
         except BadInput as exc:
-            return await users_page(request, status=400, error=str(exc))
+            return await self.users_page(request, status=400, error=str(exc))
         try:
-            await console.access.admin_call(alter_scram, UserScramCredentialDeletion(name, mechanism))
-        except failures as exc:
-            audit_outcome(user, "scram-delete", name, exc, mechanism=mechanism)
-            return await users_page(request, status=502,
-                                    error=f"The credential of {name} was not deleted: {console.error_text(exc)}")
-        audit_outcome(user, "scram-delete", name, None, mechanism=mechanism)
-        return await users_page(request, flash=f"Deleted the {mechanism} credential of {name}.",
+            await self.console.access.admin_call(alter_scram, UserScramCredentialDeletion(name, mechanism))
+        except self.failures as exc:
+            self.audit_outcome(user, "scram-delete", name, exc, mechanism=mechanism)
+            return await self.users_page(request, status=502,
+                                    error=f"The credential of {name} was not deleted: {self.console.error_text(exc)}")
+        self.audit_outcome(user, "scram-delete", name, None, mechanism=mechanism)
+        return await self.users_page(request, flash=f"Deleted the {mechanism} credential of {name}.",
                                 expect=lambda rows: not any((r["user"], r["mechanism"]) == (name, mechanism)
                                                             for r in rows))
 
     # -- quotas ---------------------------------------------------------------------------------
-    async def quotas_page(request: Request, *, status: int = 200, flash: str | None = None,
+    async def quotas_page(self, request: Request, *, status: int = 200, flash: str | None = None,
                           error: str | None = None, form: Mapping[str, Any] | None = None, expect=None):
         rows, note = [], None
         try:
-            rows = await fetch(list_quotas, expect=expect)
-        except failures as exc:
+            rows = await self.fetch(list_quotas, expect=expect)
+        except self.failures as exc:
             note = refusal_note(exc, "describe client quotas")
             if note is None:
-                error, status = error or console.error_text(exc), max(status, 502)
-        return render(request, "security_quotas.html", status=status, quotas=rows, note=note, error=error,
+                error, status = error or self.console.error_text(exc), max(status, 502)
+        return self.render(request, "security_quotas.html", status=status, quotas=rows, note=note, error=error,
                       flash=flash, values=dict(form or {}), entity_types=ENTITY_TYPES, quota_keys=QUOTA_KEYS)
 
-    async def quotas(request: Request):
+    async def quotas(self, request: Request):
         if request.method == "GET":
-            return await quotas_page(request)
-        user, form = await console.write_form(request)
+            return await self.quotas_page(request)
+        user, form = await self.console.write_form(request)
         try:
             entity, key = quota_entity(form), quota_key(form.get("key"))
             text = str(form.get("value") or "").strip()
@@ -439,58 +443,63 @@ def routes(console) -> list:
             except ValueError:
                 raise BadInput(f"the value {text!r} is not a number") from None
         except BadInput as exc:
-            return await quotas_page(request, status=400, error=str(exc), form=form)
+            return await self.quotas_page(request, status=400, error=str(exc), form=form)
         who = quota_tool.describe_entity(entity)
         try:
-            await console.access.admin_call(alter_quota, entity, {key: value}, [])
-        except failures as exc:
-            audit_outcome(user, "quota-set", who, exc, key=key, value=value)
-            return await quotas_page(request, status=502, form=form,
-                                     error=f"The quota was not set: {console.error_text(exc)}")
-        audit_outcome(user, "quota-set", who, None, key=key, value=value)
-        return await quotas_page(request, flash=f"Set {key}={_plain(value)} for {who}.",
+            await self.console.access.admin_call(alter_quota, entity, {key: value}, [])
+        except self.failures as exc:
+            self.audit_outcome(user, "quota-set", who, exc, key=key, value=value)
+            return await self.quotas_page(request, status=502, form=form,
+                                     error=f"The quota was not set: {self.console.error_text(exc)}")
+        self.audit_outcome(user, "quota-set", who, None, key=key, value=value)
+        return await self.quotas_page(request, flash=f"Set {key}={_plain(value)} for {who}.",
                                  expect=lambda rows: any((r.entity, r.key, r.value) == (entity, key, value)
                                                          for r in rows))
 
-    async def quota_delete(request: Request):
+    async def quota_delete(self, request: Request):
         params = request.query_params if request.method == "GET" else None
         if params is not None:
             try:
                 entity, key = quota_entity(params), quota_key(params.get("key"))
             except BadInput as exc:
-                return await quotas_page(request, status=400, error=str(exc))
+                return await self.quotas_page(request, status=400, error=str(exc))
             who = quota_tool.describe_entity(entity)
-            return confirm(request, title="Remove a quota", question=f"Remove the {key} quota of {who}?",
+            return self.confirm(request, title="Remove a quota", question=f"Remove the {key} quota of {who}?",
                            details=[("Entity", who), ("Quota", key)], action="/security/quotas/delete",
                            hidden=entity_params(entity) + [("key", key)], button="Remove the quota",
                            back="/security/quotas")
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         try:
             entity, key = quota_entity(form), quota_key(form.get("key"))
         except BadInput as exc:
-            return await quotas_page(request, status=400, error=str(exc))
+            return await self.quotas_page(request, status=400, error=str(exc))
         who = quota_tool.describe_entity(entity)
         try:
-            await console.access.admin_call(alter_quota, entity, {}, [key])
-        except failures as exc:
-            audit_outcome(user, "quota-remove", who, exc, key=key)
-            return await quotas_page(request, status=502, error=f"The quota was not removed: {console.error_text(exc)}")
-        audit_outcome(user, "quota-remove", who, None, key=key)
-        return await quotas_page(request, flash=f"Removed the {key} quota of {who}.",
+            await self.console.access.admin_call(alter_quota, entity, {}, [key])
+        except self.failures as exc:
+            self.audit_outcome(user, "quota-remove", who, exc, key=key)
+            return await self.quotas_page(request, status=502, error=f"The quota was not removed: {self.console.error_text(exc)}")
+        self.audit_outcome(user, "quota-remove", who, None, key=key)
+        return await self.quotas_page(request, flash=f"Removed the {key} quota of {who}.",
                                  expect=lambda rows: not any((r.entity, r.key) == (entity, key) for r in rows))
 
-    async def index(request: Request):
+    async def index(self, request: Request):
         return RedirectResponse("/security/acls", status_code=303)
 
-    both = ["GET", "POST"]
-    return [Route("/security", index),
-            Route("/security/acls", acls, methods=both),
-            Route("/security/acls/delete", acl_delete, methods=both),
-            Route("/security/users", users, methods=both),
-            Route("/security/users/delete", user_delete, methods=both),
-            Route("/security/quotas", quotas, methods=both),
-            Route("/security/quotas/delete", quota_delete, methods=both)]
+    def routes(self) -> list:
+        both = ["GET", "POST"]
+        return [Route("/security", self.index),
+                Route("/security/acls", self.acls, methods=both),
+                Route("/security/acls/delete", self.acl_delete, methods=both),
+                Route("/security/users", self.users, methods=both),
+                Route("/security/users/delete", self.user_delete, methods=both),
+                Route("/security/quotas", self.quotas, methods=both),
+                Route("/security/quotas/delete", self.quota_delete, methods=both)]
 
+
+
+def routes(console) -> list:
+    return SecurityPages(console).routes()
 
 def _acl_details(acl: acl_tool.Acl) -> dict[str, str | None]:
     return {"principal": acl.principal, "host": acl.host, "operation": acl.operation,

@@ -65,9 +65,14 @@ def _retention(configs: dict[str, str]) -> str | None:
     return f"{value} ms"
 
 
-def routes(console) -> list:
-    async def list_topics(request: Request):
-        sample = await current_sample(console)
+class TopicPages:
+    """The topics pages' handlers."""
+
+    def __init__(self, console):
+        self.console = console
+
+    async def list_topics(self, request: Request):
+        sample = await current_sample(self.console)
         query = request.query_params.get("q", "").strip()
         show_internal = request.query_params.get("internal") == "1"
         rows = topic_rows(sample, query, show_internal)
@@ -75,86 +80,86 @@ def routes(console) -> list:
         pages = max(1, -(-len(rows) // PAGE_SIZE))
         page = min(page, pages)
         shown = rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-        return console.render(request, "topics.html", rows=shown, total=len(rows), page=page, pages=pages,
+        return self.console.render(request, "topics.html", rows=shown, total=len(rows), page=page, pages=pages,
                               q=query, show_internal=show_internal, sample=sample,
                               flash=request.query_params.get("flash"),
                               defaults={"partitions": 1, "replication": min(3, len(sample.brokers)) or 1})
 
-    async def create_topic(request: Request):
-        user, form = await console.write_form(request)
+    async def create_topic(self, request: Request):
+        user, form = await self.console.write_form(request)
         name = str(form.get("name", "")).strip()
         try:
             partitions = int(form.get("partitions") or -1)
             replication = int(form.get("replication_factor") or -1)
             configs = parse_config_lines(str(form.get("configs", "")))
         except ValueError as exc:
-            return await _topics_with_error(request, f"Not created: {exc}")
+            return await self._topics_with_error(request, f"Not created: {exc}")
         spec = {name: {"num_partitions": partitions, "replication_factor": replication, "configs": configs}}
         try:
-            await console.access.admin_call(lambda a: a.create_topics(spec, timeout_ms=CREATE_TIMEOUT_MS,
+            await self.console.access.admin_call(lambda a: a.create_topics(spec, timeout_ms=CREATE_TIMEOUT_MS,
                                                                        raise_errors=True))
         except Exception as exc:              # noqa: BLE001 - the broker's refusal, shown on the page
-            console.audit(user, "create-topic", name, partitions=partitions, replication=replication,
-                          configs=configs, outcome=console.error_text(exc))
-            return await _topics_with_error(request, f"Topic {name!r} not created: {console.error_text(exc)}")
-        console.audit(user, "create-topic", name, partitions=partitions, replication=replication,
+            self.console.audit(user, "create-topic", name, partitions=partitions, replication=replication,
+                          configs=configs, outcome=self.console.error_text(exc))
+            return await self._topics_with_error(request, f"Topic {name!r} not created: {self.console.error_text(exc)}")
+        self.console.audit(user, "create-topic", name, partitions=partitions, replication=replication,
                       configs=configs, outcome="ok")
-        await console.access.run(console.sampler.wait_until, lambda s: name in s.topics, SETTLE_S)
+        await self.console.access.run(self.console.sampler.wait_until, lambda s: name in s.topics, SETTLE_S)
         return _redirect(f"/topics/{urllib.parse.quote(name)}", f"Topic {name} created.")
 
-    async def _topics_with_error(request: Request, message: str):
-        sample = await current_sample(console)
+    async def _topics_with_error(self, request: Request, message: str):
+        sample = await current_sample(self.console)
         rows = topic_rows(sample, "", False)
-        return console.render(request, "topics.html", status_code=400, rows=rows[:PAGE_SIZE], total=len(rows),
+        return self.console.render(request, "topics.html", status_code=400, rows=rows[:PAGE_SIZE], total=len(rows),
                               page=1, pages=max(1, -(-len(rows) // PAGE_SIZE)), q="", show_internal=False,
                               sample=sample, flash=message, flash_kind="error", open_create=True,
                               defaults={"partitions": 1, "replication": min(3, len(sample.brokers)) or 1})
 
-    async def topic_page(request: Request):
+    async def topic_page(self, request: Request):
         name = request.path_params["name"]
         try:
-            described = await console.access.admin_call(_describe_topic, name)
+            described = await self.console.access.admin_call(_describe_topic, name)
         except Exception as exc:              # noqa: BLE001 - unknown topic, broker down: a readable page
-            return console.error_page(request, f"Topic {name!r}: {console.error_text(exc)}", 404)
+            return self.console.error_page(request, f"Topic {name!r}: {self.console.error_text(exc)}", 404)
         flash = request.query_params.get("flash")
         kind = request.query_params.get("kind", "ok")
-        return console.render(request, "topic.html", topic=described, flash=flash, flash_kind=kind)
+        return self.console.render(request, "topic.html", topic=described, flash=flash, flash_kind=kind)
 
-    async def delete_topic(request: Request):
+    async def delete_topic(self, request: Request):
         name = request.path_params["name"]
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         if str(form.get("confirm", "")).strip() != name:
             return _redirect(f"/topics/{urllib.parse.quote(name)}",
                              "Not deleted: type the topic's name to confirm.", "error")
         try:
-            await console.access.admin_call(lambda a: a.delete_topics([name], timeout_ms=CREATE_TIMEOUT_MS,
+            await self.console.access.admin_call(lambda a: a.delete_topics([name], timeout_ms=CREATE_TIMEOUT_MS,
                                                                        raise_errors=True))
         except Exception as exc:              # noqa: BLE001
-            console.audit(user, "delete-topic", name, outcome=console.error_text(exc))
+            self.console.audit(user, "delete-topic", name, outcome=self.console.error_text(exc))
             return _redirect(f"/topics/{urllib.parse.quote(name)}",
-                             f"Not deleted: {console.error_text(exc)}", "error")
-        console.audit(user, "delete-topic", name, outcome="ok")
-        await console.access.run(console.sampler.wait_until, lambda s: name not in s.topics, SETTLE_S)
+                             f"Not deleted: {self.console.error_text(exc)}", "error")
+        self.console.audit(user, "delete-topic", name, outcome="ok")
+        await self.console.access.run(self.console.sampler.wait_until, lambda s: name not in s.topics, SETTLE_S)
         return _redirect("/topics", f"Topic {name} deleted.")
 
-    async def add_partitions(request: Request):
+    async def add_partitions(self, request: Request):
         name = request.path_params["name"]
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         total = _int(form.get("total"), -1)
         try:
-            await console.access.admin_call(lambda a: a.create_partitions(
+            await self.console.access.admin_call(lambda a: a.create_partitions(
                 {name: total}, timeout_ms=CREATE_TIMEOUT_MS, raise_errors=True))
         except Exception as exc:              # noqa: BLE001
-            console.audit(user, "add-partitions", name, total=total, outcome=console.error_text(exc))
+            self.console.audit(user, "add-partitions", name, total=total, outcome=self.console.error_text(exc))
             return _redirect(f"/topics/{urllib.parse.quote(name)}",
-                             f"Partitions not added: {console.error_text(exc)}", "error")
-        console.audit(user, "add-partitions", name, total=total, outcome="ok")
-        console.sampler.refresh_soon()
+                             f"Partitions not added: {self.console.error_text(exc)}", "error")
+        self.console.audit(user, "add-partitions", name, total=total, outcome="ok")
+        self.console.sampler.refresh_soon()
         return _redirect(f"/topics/{urllib.parse.quote(name)}", f"{name} now has {total} partitions.")
 
-    async def alter_configs(request: Request):
+    async def alter_configs(self, request: Request):
         name = request.path_params["name"]
-        user, form = await console.write_form(request)
+        user, form = await self.console.write_form(request)
         key = str(form.get("key", "")).strip()
         value = str(form.get("value", "")).strip()
         delete = form.get("operation") == "delete"
@@ -163,24 +168,29 @@ def routes(console) -> list:
         from kafka.admin import ConfigResource
         change = {key: ("DELETE", None) if delete else ("SET", value)}
         try:
-            result = await console.access.admin_call(lambda a: a.alter_configs(
+            result = await self.console.access.admin_call(lambda a: a.alter_configs(
                 [ConfigResource("TOPIC", name, configs=change)], raise_on_unknown=False, incremental=True))
             _raise_alter_errors(result, name)
         except Exception as exc:              # noqa: BLE001
-            console.audit(user, "alter-config", name, key=key, value=None if delete else value,
-                          outcome=console.error_text(exc))
+            self.console.audit(user, "alter-config", name, key=key, value=None if delete else value,
+                          outcome=self.console.error_text(exc))
             return _redirect(f"/topics/{urllib.parse.quote(name)}#configs",
-                             f"{key} not changed: {console.error_text(exc)}", "error")
-        console.audit(user, "alter-config", name, key=key, value=None if delete else value, outcome="ok")
-        console.sampler.refresh_soon()
+                             f"{key} not changed: {self.console.error_text(exc)}", "error")
+        self.console.audit(user, "alter-config", name, key=key, value=None if delete else value, outcome="ok")
+        self.console.sampler.refresh_soon()
         done = f"{key} reset to its default." if delete else f"{key} set to {value}."
         return _redirect(f"/topics/{urllib.parse.quote(name)}#configs", done)
 
-    return [Route("/topics", list_topics), Route("/topics", create_topic, methods=["POST"]),
-            Route("/topics/{name}", topic_page),
-            Route("/topics/{name}/delete", delete_topic, methods=["POST"]),
-            Route("/topics/{name}/partitions", add_partitions, methods=["POST"]),
-            Route("/topics/{name}/configs", alter_configs, methods=["POST"])]
+    def routes(self) -> list:
+        return [Route("/topics", self.list_topics), Route("/topics", self.create_topic, methods=["POST"]),
+                Route("/topics/{name}", self.topic_page),
+                Route("/topics/{name}/delete", self.delete_topic, methods=["POST"]),
+                Route("/topics/{name}/partitions", self.add_partitions, methods=["POST"]),
+                Route("/topics/{name}/configs", self.alter_configs, methods=["POST"])]
+
+
+def routes(console) -> list:
+    return TopicPages(console).routes()
 
 
 def _describe_topic(admin, name: str) -> dict:
