@@ -26,7 +26,7 @@ from kwire.admin.topic_config import topic_value
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.codecs.validation import RecordError, RecordValidationError
 
-from kwire.schemas.record_reader import field_runs, produced_records
+from kwire.schemas.record_reader import crc_errors, field_runs, produced_records
 from kwire.schemas.validation import PREFIX_SIZE, FieldChecker, FieldRule, Strategy
 from kwire.schemas.validators import (
     ALLOWED_MODULES_KEY, VALIDATOR_KEY, Validator, ValidatorError, ValidatorThreads, resolve,
@@ -144,10 +144,15 @@ class RecordChecks:
                 on = " and ".join(f"confluent.{r.field}.schema.validation" for r in (checks.key, checks.value) if r)
                 raise KafkaApiError(ErrorCode.INVALID_RECORD, f"topic {topic} has {on}=true but this broker has "
                                     "no Schema Registry (schema.registry.listeners is not set)")
-            runs = (field_runs(blob, max_message_bytes, PREFIX_SIZE if prefix_only(checks) else None,
-                               keys=checks.key is not None, values=checks.value is not None)
-                    if records is None else [(i, 1, r.key, r.value) for i, r in records])
+            try:
+                runs = (field_runs(blob, max_message_bytes, PREFIX_SIZE if prefix_only(checks) else None,
+                                   keys=checks.key is not None, values=checks.value is not None)
+                        if records is None else [(i, 1, r.key, r.value) for i, r in records])
+            except KafkaApiError as exc:        # read before the CRC check: corruption comes first
+                raise (crc_errors(blob) if records is None else None) or exc from None
             errors = schema_errors(topic, checks, runs, source)
+            if errors and records is None and (corrupt := crc_errors(blob)) is not None:
+                raise corrupt
             if errors:              # the registry may not have replayed a new schema yet
                 await source.refresh()
                 errors = schema_errors(topic, checks, runs, source)

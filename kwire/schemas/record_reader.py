@@ -19,9 +19,16 @@ checks does (``kwire.codecs.validation.walk_records``) and refuses what the read
 
 Control batches (transaction markers, written only by brokers) are skipped: they are never
 validated (a client's control batch is refused by the append itself).
+
+The schema checks (``field_runs``) read batches before their CRC is checked: the append checks
+every CRC anyway, and reading 1 KiB records twice cost as much as the checks themselves.  A
+refusal must name the right cause, so before refusing, the caller asks ``crc_errors`` (a
+batch corrupted in flight is CORRUPT_MESSAGE, not a schema error).  A Python validator sees
+only records whose CRC was checked (``produced_records``).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import struct
@@ -59,7 +66,8 @@ def produced_records(blob, topic: str, partition: int,
     UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD (records that do not parse).
     """
     out: list[tuple[int, ProducedRecord]] = []
-    for header, _body, batch in _batches(blob, max_message_bytes):
+    for header, _body, reader in _batches(blob, max_message_bytes, crc=True):
+        batch = reader()
         base = batch.base_offset
         read = _read(batch, header, lambda r: ProducedRecord(topic, partition, r.offset - base, r.timestamp,
                                                              r.key, r.value, tuple(r.headers)))
@@ -88,11 +96,11 @@ def field_runs(blob, max_message_bytes: int, head: int | None = None, *, keys: b
     by record, keeping only the bytes asked for (no record object outlives its read, which
     keeps the garbage collector's work per batch small)."""
     out: list[FieldRun] = []
-    for header, body, batch in _batches(blob, max_message_bytes):
+    for header, body, reader in _batches(blob, max_message_bytes, crc=False):
         first = out[-1][0] + out[-1][1] if out else 0
         runs = None if head is None else _uniform_runs(body, header.record_count, first, head, keys, values)
         if runs is None:
-            read = _read(batch, header, _GETTERS[keys, values])
+            read = _read(reader(), header, _GETTERS[keys, values])
             if head is not None:
                 cut = (lambda b: None if b is None else b[:head])
                 read = ([(cut(k), cut(v)) for k, v in read] if keys and values else [cut(b) for b in read])
@@ -112,28 +120,47 @@ _GETTERS = {(True, True): operator.attrgetter("key", "value"), (True, False): op
             (False, True): operator.attrgetter("value"), (False, False): lambda _record: None}
 
 
-def _batches(blob, max_message_bytes: int):
-    """(header, records bytes, aiokafka DefaultRecordBatch over them uncompressed) of each
-    non-control batch."""
+def crc_errors(blob) -> KafkaApiError | None:
+    """CORRUPT_MESSAGE for the first batch of ``blob`` whose CRC does not match (or that is cut
+    short), else None: asked before a refusal of records read without their CRC checked."""
+    try:
+        for header, _body, _reader in _batches(blob, None, crc=True):
+            pass
+    except KafkaApiError as exc:
+        if exc.code == ErrorCode.CORRUPT_MESSAGE:
+            return exc
+    return None
+
+
+def _batches(blob, max_message_bytes: int | None, *, crc: bool):
+    """(header, records bytes, a function making aiokafka's DefaultRecordBatch over them
+    uncompressed) of each non-control batch; the CRC is checked with ``crc``.  Without
+    ``max_message_bytes`` the records are not read (None for the bytes)."""
     position, end = 0, len(blob)
     while position < end:
         header = records.read_header(blob, position)
-        if not records.crc_ok(blob, header):
+        if crc and not records.crc_ok(blob, header):
             raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"CRC mismatch at position {position}")
-        if not header.is_control:
+        if not header.is_control and max_message_bytes is not None:
             body = _body(blob, header, max_message_bytes)
-            start = header.position
-            if header.compression:          # the reader gets the same batch, uncompressed
-                batch = bytearray(blob[start:start + records.HEADER_SIZE]) + body
-                batch[records.ATTRIBUTES_OFFSET + 1] &= ~records.COMPRESSION_MASK & 0xFF
-                _LENGTH.pack_into(batch, _LENGTH_OFFSET, len(batch) - records.LOG_OVERHEAD)
-            else:
-                batch = blob[start:start + header.size]
-            # imported here: aiokafka's package import costs ~150 ms of a broker's start, and
-            # only a topic with validation configured reads records
-            from aiokafka.record.default_records import DefaultRecordBatch
-            yield header, body, DefaultRecordBatch(bytes(batch))
+            yield header, body, functools.partial(_reader, blob, header, body)
         position += header.size
+
+
+def _reader(blob, header, body: bytes):
+    """aiokafka's DefaultRecordBatch over the batch ``header`` of ``blob``, its records ``body``
+    (decompressed): made only when the records are read one by one."""
+    start = header.position
+    if header.compression:          # the reader gets the same batch, uncompressed
+        batch = bytearray(blob[start:start + records.HEADER_SIZE]) + body
+        batch[records.ATTRIBUTES_OFFSET + 1] &= ~records.COMPRESSION_MASK & 0xFF
+        _LENGTH.pack_into(batch, _LENGTH_OFFSET, len(batch) - records.LOG_OVERHEAD)
+    else:
+        batch = blob[start:start + header.size]
+    # imported here: aiokafka's package import costs ~150 ms of a broker's start, and
+    # only a topic with validation configured reads records
+    from aiokafka.record.default_records import DefaultRecordBatch
+    return DefaultRecordBatch(bytes(batch))
 
 
 def _read(batch, header, get) -> list:

@@ -227,6 +227,24 @@ def test_field_runs_name_the_one_odd_record_in_a_uniform_batch():
     assert list(schema_errors("orders", checks, runs, SOURCE)) == [321]
 
 
+def test_records_of_many_layouts_are_read_by_the_reader(monkeypatch):
+    from kwire.schemas import record_reader
+    made = []
+    reader = record_reader._reader
+    monkeypatch.setattr(record_reader, "_reader", lambda *args: made.append(1) or reader(*args))
+    entries = [(None, framed(1, b"o" * (40 + i % 7)), []) for i in range(400)]
+    runs = field_runs(build(entries), 1 << 30, 5)
+    assert expand(runs) == [(None, framed(1)[:5])] * 400 and made == [1]
+
+
+def test_a_corrupt_batch_is_refused_as_corrupt_even_when_its_records_are_read_first():
+    from kwire.schemas.record_reader import crc_errors
+    blob = bytearray(build([(None, framed(1, b"ok" * 40), [])] * 100))
+    assert crc_errors(bytes(blob)) is None
+    blob[batches.HEADER_SIZE + 200] = 0xFF
+    assert crc_errors(bytes(blob)).code == E.CORRUPT_MESSAGE
+
+
 def test_field_runs_refuse_bytes_that_are_not_records():
     blob = bytearray(build([(None, framed(1), [])] * 100))
     header = batches.read_header(bytes(blob), 0)
