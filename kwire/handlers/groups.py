@@ -21,6 +21,10 @@ ACLs, as Kafka's KafkaApis checks them (``authz_groups``; nothing with no author
 * OffsetFetch: DESCRIBE on each group (that group GROUP_AUTHORIZATION_FAILED), DESCRIBE per
   topic: a listed topic denied answers TOPIC_AUTHORIZATION_FAILED per partition (after the
   allowed ones), fetching all offsets leaves denied topics out.
+
+OffsetCommit and OffsetFetch v10 (KIP-848) name topics by id instead of by name: an id no topic
+has answers UNKNOWN_TOPIC_ID on each of its partitions (before any topic ACL, which needs a
+name); fetching all offsets at v10 leaves out topics deleted since their commit (no id).
 * DescribeGroups: DESCRIBE per group (denied groups first, as Kafka); v3+
   include_authorized_operations reports the group's allowed operations.
 * ListGroups: DESCRIBE on the cluster lists every group, otherwise the groups allowed DESCRIBE.
@@ -28,6 +32,8 @@ ACLs, as Kafka's KafkaApis checks them (``authz_groups``; nothing with no author
 * OffsetDelete: DELETE on the group (the whole request), then READ per topic.
 """
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from kwire.admin.acls import CLUSTER_NAME
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -169,23 +175,43 @@ async def handle_leave_group(ctx, request):
                         for (m, i, _), e in zip(members, errors)]}
 
 
-@handles(8, 2, 9)
+@handles(8, 2, 10)
 async def handle_offset_commit(ctx, request):
+    by_id = ctx.api_version >= 10
+    topics = named(ctx, request.topics) if by_id else request.topics
     refused: set[str] = set()
     if acls_on(ctx):
         if denied(ctx, READ, GROUP, request.group_id):
-            return {"throttle_time_ms": 0, "topics": partition_errors(request.topics, {}, GROUP_DENIED)}
-        refused = unauthorized(ctx, READ, TOPIC, [t.name for t in request.topics])
+            answer = partition_errors(topics, {}, GROUP_DENIED)
+            return {"throttle_time_ms": 0, "topics": with_ids(answer, topics, by_id)}
+        refused = unauthorized(ctx, READ, TOPIC, [t.name for t in topics if t.name is not None])
     offsets = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                            p.committed_metadata) for t in request.topics if t.name not in refused
+                            p.committed_metadata) for t in topics if t.name is not None and t.name not in refused
                for p in t.partitions]
     errors = iter(())
     if offsets or not refused:
         errors = iter(await service(ctx).commit_offsets(
             request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
             getattr(request, "group_instance_id", None), offsets, api_version=ctx.api_version))
-    return {"throttle_time_ms": 0, "topics": partition_errors(request.topics, dict.fromkeys(refused, TOPIC_DENIED),
-                                                              errors)}
+    topic_errors = {**dict.fromkeys(refused, TOPIC_DENIED), None: int(ErrorCode.UNKNOWN_TOPIC_ID)}
+    return {"throttle_time_ms": 0, "topics": with_ids(partition_errors(topics, topic_errors, errors), topics, by_id)}
+
+
+def named(ctx, topics) -> list[SimpleNamespace]:
+    """OffsetCommit and OffsetFetch v10 name topics by id (KIP-848), as Fetch v13+: each requested
+    topic with the ``name`` of its id, None for an id no topic has (answered UNKNOWN_TOPIC_ID)."""
+    by_id = ctx.broker.logs.topics_by_id
+    return [SimpleNamespace(name=getattr(by_id.get(t.topic_id), "name", None), topic_id=t.topic_id,
+                            partitions=getattr(t, "partitions", None),
+                            partition_indexes=getattr(t, "partition_indexes", None)) for t in topics]
+
+
+def with_ids(answer: list[dict], topics, by_id: bool) -> list[dict]:
+    """``answer`` (one entry per requested topic, in order) with each topic's id when ``by_id``."""
+    if by_id:
+        for entry, t in zip(answer, topics):
+            entry["topic_id"] = t.topic_id
+    return answer
 
 
 def partition_errors(topics, topic_errors: dict[str, int], errors) -> list[dict]:
@@ -200,7 +226,12 @@ def partition_errors(topics, topic_errors: dict[str, int], errors) -> list[dict]
                                             for p in t.partitions]} for t in topics]
 
 
-def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False) -> list[dict]:
+def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False, by_id: bool = False) -> list[dict]:
+    unknown: list = []
+    if by_id and topics is not None:          # v10: topics by id; an unknown id is UNKNOWN_TOPIC_ID
+        topics = named(ctx, topics)
+        unknown = [t for t in topics if t.name is None]
+        topics = [t for t in topics if t.name is not None]
     refused: list = []
     if topics is not None and acls_on(ctx):
         denied_names = unauthorized(ctx, DESCRIBE, TOPIC, [t.name for t in topics])
@@ -216,13 +247,24 @@ def fetch_group_offsets(ctx, group_id: str, topics, require_stable: bool = False
     if topics is None and acls_on(ctx):      # all offsets: topics not allowed DESCRIBE are left out
         for name in unauthorized(ctx, DESCRIBE, TOPIC, by_topic, log=False):
             del by_topic[name]
-    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()] + [
-        {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                                         "metadata": "", "error_code": TOPIC_DENIED} for p in t.partition_indexes]}
-        for t in refused]
+    out = [{"name": name, "partitions": parts} for name, parts in by_topic.items()] + [
+        {"name": t.name, "partitions": no_offsets(t.partition_indexes, TOPIC_DENIED)} for t in refused]
+    if not by_id:
+        return out
+    logs = ctx.broker.logs      # all offsets: a topic deleted since its commit has no id and is left out
+    out = [{**entry, "topic_id": logs.get(entry["name"]).topic_id} for entry in out
+           if logs.get(entry["name"]) is not None]
+    return out + [{"topic_id": t.topic_id, "partitions": no_offsets(t.partition_indexes,
+                                                                    int(ErrorCode.UNKNOWN_TOPIC_ID))}
+                  for t in unknown]
 
 
-@handles(9, 1, 9)
+def no_offsets(partitions, error: int) -> list[dict]:
+    return [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": error} for p in partitions]
+
+
+@handles(9, 1, 10)
 async def handle_offset_fetch(ctx, request):
     stable = bool(getattr(request, "require_stable", False))     # v7+ (KIP-447)
     if ctx.api_version >= 8:
@@ -238,7 +280,8 @@ async def handle_offset_fetch(ctx, request):
                 member_error = service(ctx).validate_offset_fetch(g.group_id, g.member_id, g.member_epoch)
                 error = None if member_error is None else int(member_error)
             groups.append({"group_id": g.group_id, "topics": [], "error_code": error} if error is not None else
-                          {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable),
+                          {"group_id": g.group_id, "topics": fetch_group_offsets(ctx, g.group_id, g.topics, stable,
+                                                                                 ctx.api_version >= 10),
                            "error_code": 0})
         return {"throttle_time_ms": 0, "groups": groups}
     if denied(ctx, DESCRIBE, GROUP, request.group_id):
@@ -263,14 +306,15 @@ async def handle_describe_groups(ctx, request):
     for group_id in request.groups:
         if group_id in refused:
             continue
-        if share.is_share_group(ctx, group_id):        # KIP-932
-            out.append(share.describe_share_group_classic(ctx, group_id))
+        if share.is_share_group(ctx, group_id):        # KIP-932; v6 says it is not a classic group, as Kafka
+            out.append(share.describe_share_group_classic(ctx, group_id) if ctx.api_version < 6 else
+                       not_classic(group_id))
             continue
         d = service(ctx).describe(group_id)
         error, message = int(d.error), None
         if ctx.api_version >= 6 and error == 0 and d.state == "Dead":     # KIP-1043: say it
             error, message = int(ErrorCode.GROUP_ID_NOT_FOUND), (
-                f"Group {group_id} is not a classic group." if service(ctx).is_consumer_group(group_id)
+                not_classic(group_id)["error_message"] if service(ctx).is_consumer_group(group_id)
                 else f"Group {group_id} not found.")
         out.append({"error_code": error, "error_message": message, "group_id": group_id,
                     "group_state": d.state, "protocol_type": d.protocol_type or "",
@@ -281,6 +325,14 @@ async def handle_describe_groups(ctx, request):
                     "authorized_operations": authorized_operations(ctx, GROUP, group_id)
                     if with_operations and error == 0 else None})
     return {"throttle_time_ms": 0, "groups": out}
+
+
+def not_classic(group_id: str) -> dict:
+    """DescribeGroups v6's entry for a group of another type (KIP-1043): Dead, GROUP_ID_NOT_FOUND."""
+    return {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+            "error_message": f"Group {group_id} is not a classic group.", "group_id": group_id,
+            "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": [],
+            "authorized_operations": None}
 
 
 @handles(16, 0, 5)

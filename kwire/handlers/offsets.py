@@ -1,5 +1,9 @@
 """ListOffsets (2) and DeleteRecords (21).
 
+ListOffsets v11 (KIP-1023) only adds the special timestamp -6, the earliest offset still to be
+uploaded to tiered storage: with no tiered storage nothing is pending, so it answers -1/-1 like
+-5 (latest tiered), at every version.
+
 With an authorizer (Kafka's KafkaApis): ListOffsets needs DESCRIBE on each topic, DeleteRecords
 DELETE; a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before the existence
 check) and the others are answered as usual.
@@ -65,7 +69,7 @@ def refused_offsets(t) -> dict:
          "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]}
 
 
-@handles(2, 1, 10)
+@handles(2, 1, 11)
 async def handle_list_offsets(ctx, request):
     read_committed = getattr(request, "isolation_level", 0) == 1
     denied = None

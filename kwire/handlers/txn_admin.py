@@ -8,9 +8,11 @@ Reads only, answered as Kafka's KafkaApis does:
   COORDINATOR_LOAD_IN_PROGRESS while its partition loads, TRANSACTIONAL_ID_NOT_FOUND,
   INVALID_REQUEST for an empty id.  Topics are those of the transaction (Empty and
   Complete* have none).
-* ListTransactions (v1 adds ``duration_filter``): the ids of the ``__transaction_state``
-  partitions this broker leads, so a client asks every broker; unknown state names are
-  echoed in ``unknown_state_filters``.
+* ListTransactions (v1 adds ``duration_filter``, v2 ``transactional_id_pattern``, KIP-1152): the
+  ids of the ``__transaction_state`` partitions this broker leads, so a client asks every broker;
+  unknown state names are echoed in ``unknown_state_filters``.  A pattern (null or empty: no
+  filter) must match the whole id, as Java's ``Matcher.matches``; one that does not compile is
+  INVALID_REGULAR_EXPRESSION with nothing listed.
 * DescribeProducers: per partition, the producer state of this broker's replica (leader or
   follower, as Kafka), each producer with its last sequence, the max timestamp of its last
   batch, the coordinator epoch of its last marker and the first offset of its open
@@ -29,6 +31,8 @@ None of them raises (DescribeProducers and DescribeTransactions have no top-leve
 to fall back on).
 """
 from __future__ import annotations
+
+import re
 
 from kwire.admin.topics import validate_topic_name
 from kwire.codecs.errors import ErrorCode, KafkaApiError
@@ -62,12 +66,24 @@ async def handle_describe_transactions(ctx, request):
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-@handles(66, 0, 1)
+def id_pattern(pattern: str | None) -> re.Pattern | None:
+    """The compiled ListTransactions v2 filter, None for no filter; raises ``re.error``."""
+    return re.compile(pattern) if pattern else None
+
+
+@handles(66, 0, 2)
 async def handle_list_transactions(ctx, request):
     duration = request.duration_filter if ctx.api_version >= 1 else -1
+    try:
+        pattern = id_pattern(request.transactional_id_pattern if ctx.api_version >= 2 else None)
+    except re.error:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REGULAR_EXPRESSION),
+                "unknown_state_filters": [], "transaction_states": []}
     listing = ctx.broker.transactions.list_transactions(
         list(request.state_filters), list(request.producer_id_filters), duration)
     rows = listing.states
+    if pattern is not None:
+        rows = [row for row in rows if pattern.fullmatch(row[0])]
     if acls_on(ctx):                     # only the ids it may DESCRIBE
         hidden = unauthorized(ctx, DESCRIBE, TRANSACTIONAL_ID, [t for t, _, _ in rows], log=False)
         rows = [row for row in rows if row[0] not in hidden]

@@ -120,8 +120,9 @@ def test_error_codes_match_kafka_python():
         cls = getattr(kerr, name)
         if isinstance(cls, type) and issubclass(cls, kerr.BrokerResponseError) and cls.errno is not None:
             table[cls.errno] = cls
+    missing = {ErrorCode.INVALID_REGULAR_EXPRESSION}      # Kafka's 128; kafka-python 3.0 has no class for it
     for code in ErrorCode:
-        assert code.value in table, code
+        assert code.value in table or code in missing, code
 
 
 def test_body_read_in_place_into_one_buffer_of_the_announced_size():

@@ -379,3 +379,37 @@ def test_consumer_does_not_auto_create_unless_allowed(broker):
     created = wait_for(lambda: (c.poll(0.2), name in admin.list_topics(timeout=10).topics)[1], timeout=5)
     c.close()
     assert created, "allow.auto.create.topics=true should create the topic"
+
+
+def test_kafka_python_admin_at_the_newest_versions(broker):
+    """kafka-python 3.0 sends DescribeCluster v2 (include_fenced_brokers), ListOffsets v11 and, given
+    a pattern, ListTransactions v2 (KIP-1152: the whole id must match)."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    producers = []
+    try:
+        described = admin.describe_cluster()
+        assert [(b["port"], b["is_fenced"]) for b in described["brokers"]] == [(broker.port, False)]
+        name = topic_name("kp")
+        create(admin_for(broker.bootstrap), name)
+        produce(broker.bootstrap, name, [b"a", b"b"])
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+        tp = KpTopicPartition(name, 0)
+        assert (consumer.beginning_offsets([tp]), consumer.end_offsets([tp])) == ({tp: 0}, {tp: 2})
+        consumer.close()
+        prefix = uuid.uuid4().hex[:6]
+        for suffix in ("a", "b"):
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"{prefix}-{suffix}")
+            producer.init_transactions()
+            producers.append(producer)
+        def listed(pattern):      # {broker id: listings}
+            return sorted(t.transactional_id for rows in admin.list_transactions(
+                transactional_id_pattern=pattern).values() for t in rows)
+        assert listed(f"{prefix}-a") == [f"{prefix}-a"]
+        assert listed(f"{prefix}-.") == [f"{prefix}-a", f"{prefix}-b"]
+        assert listed(prefix) == []
+    finally:
+        for producer in producers:
+            producer.close()
+        admin.close()

@@ -201,21 +201,23 @@ def test_describe_topic_partitions_pages_with_a_cursor(tmp_path):
 
 def test_advertised_versions_are_kafka_4_0s(tmp_path):
     """Fetch v17, Metadata v13, DescribeTopicPartitions and FindCoordinator v6 as Kafka 4.0
-    advertises them; ListOffsets stays at v10: v11 is Kafka 4.2's, and kafka-python infers a
-    broker's release from it (its own integration suite checks that inference)."""
+    advertises them; ListOffsets v11 as Kafka 4.2 (kafka-python infers a broker's release from
+    it: 4.2 now), with its -6 (earliest pending upload: none without tiered storage)."""
     async def scenario():
         async with connected(tmp_path) as (broker, client):
             v = await client.call(ApiVersionsRequest, 3, client_software_name="t", client_software_version="1")
             ranges = {k.api_key: (k.min_version, k.max_version) for k in v.api_keys}
-            assert ranges[1] == (4, 17) and ranges[2] == (1, 10) and ranges[3] == (0, 13) and ranges[75] == (0, 0)
+            assert ranges[1] == (4, 17) and ranges[2] == (1, 11) and ranges[3] == (0, 13) and ranges[75] == (0, 0)
             assert ranges[10] == (0, 6) and ranges[15] == (0, 6)
             await create_topic(client, "lo", partitions=1)
             await produce(client, broker, "lo", 0, b"x", b"y")
             T = ListOffsetsRequest.ListOffsetsTopic
-            r = await client.call(ListOffsetsRequest, 10, replica_id=-1, isolation_level=0, timeout_ms=1000, topics=[
-                T(name="lo", partitions=[T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
-                                                                timestamp=ts) for ts in (-1, -2, -5)])])
-            assert [p.offset for p in r.topics[0].partitions] == [2, 0, -1]
+            for version in (10, 11):
+                r = await client.call(ListOffsetsRequest, version, replica_id=-1, isolation_level=0, timeout_ms=1000,
+                                      topics=[T(name="lo", partitions=[T.ListOffsetsPartition(
+                                          partition_index=0, current_leader_epoch=-1, timestamp=ts)
+                                          for ts in (-1, -2, -5, -6)])])
+                assert [p.offset for p in r.topics[0].partitions] == [2, 0, -1, -1]
     run(scenario)
 
 

@@ -8,6 +8,7 @@ no real time while the group timers run exactly as in ``kwire serve``.
 from __future__ import annotations
 
 import contextlib
+import uuid
 import struct
 import tempfile
 
@@ -177,4 +178,48 @@ def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout():
         assert b_result["at"] == REBALANCE_MS / 1000
         assert (b_result["generation_id"], len(b_result["members"])) == (2, 1)
         assert await heartbeat(broker, "g", a) == E.UNKNOWN_MEMBER_ID
+    run(scenario)
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id_and_v9_reads_the_same_offsets():
+    """KIP-848's v10: topics by id; an unknown id is UNKNOWN_TOPIC_ID per partition, the others commit."""
+    commit_cls, fetch_cls = messages.API_CLASSES[8][0], messages.API_CLASSES[9][0]
+    CTopic, FGroup = commit_cls.OffsetCommitRequestTopic, fetch_cls.OffsetFetchRequestGroup
+
+    async def scenario(broker):
+        topic_id = broker.logs.create_topic("t", 2, {}, now_ms=0).topic_id
+        stranger = uuid.uuid4()
+        r = await call(broker, 8, 10, group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                       group_instance_id=None, topics=[CTopic(topic_id=tid, partitions=[
+                           CTopic.OffsetCommitRequestPartition(partition_index=p, committed_offset=5 + p,
+                                                               committed_leader_epoch=-1, committed_metadata="m")
+                           for p in (0, 1)]) for tid in (topic_id, stranger)])
+        messages.encode_response(8, 10, r)
+        assert [(t["topic_id"], [p["error_code"] for p in t["partitions"]]) for t in r["topics"]] == [
+            (topic_id, [E.NONE, E.NONE]), (stranger, [E.UNKNOWN_TOPIC_ID, E.UNKNOWN_TOPIC_ID])]
+
+        def offsets(response, key):
+            (group,) = response["groups"]
+            assert group["error_code"] == E.NONE
+            return sorted((t[key], p["partition_index"], p["committed_offset"], p["error_code"])
+                          for t in group["topics"] for p in t["partitions"])
+        wanted = [FGroup.OffsetFetchRequestTopics(topic_id=tid, partition_indexes=[0, 1])
+                  for tid in (topic_id, stranger)]
+        for topics in (wanted, None):      # listed by id, then all of them
+            r = await call(broker, 9, 10, groups=[FGroup(group_id="g", member_id=None, member_epoch=-1,
+                                                         topics=topics)], require_stable=False)
+            messages.encode_response(9, 10, r)
+            expected = [(topic_id, 0, 5, 0), (topic_id, 1, 6, 0)]
+            if topics is not None:
+                expected = sorted(expected + [(stranger, p, -1, E.UNKNOWN_TOPIC_ID) for p in (0, 1)])
+            assert offsets(r, "topic_id") == expected
+        r = await call(broker, 9, 9, groups=[FGroup(group_id="g", member_id=None, member_epoch=-1, topics=None)],
+                       require_stable=False)
+        assert offsets(r, "name") == [("t", 0, 5, 0), ("t", 1, 6, 0)]
+        # DescribeGroups v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with a message, v5 a Dead one
+        for version, error in ((6, E.GROUP_ID_NOT_FOUND), (5, E.NONE)):
+            r = await call(broker, DESCRIBE, version, groups=["nope"], include_authorized_operations=False)
+            (d,) = r["groups"]
+            assert (d["error_code"], d["group_state"]) == (error, "Dead")
+            assert (d["error_message"] is not None) == (version >= 6)
     run(scenario)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 
 import trio
+from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
@@ -137,6 +138,12 @@ def test_share_session_epochs_and_their_errors(tmp_path):
             assert r.error_code == 0 and r.responses[0].partitions[0].acknowledge_error_code == 0
             assert r.responses[0].partitions[0].records == b""    # empty, never null (librdkafka rejects null)
             assert broker.shares.coordinator.partitions[("g", tid, 0)].spso == 3
+            # DescribeGroups: v5 describes the share group (kwire's view), v6 says it is not classic, as Kafka
+            d5, d6 = [(await client.call(DescribeGroupsRequest, v, groups=["g"],
+                                         include_authorized_operations=False)).groups[0] for v in (5, 6)]
+            assert (d5.error_code, d5.protocol_type, len(d5.members)) == (0, "share", 1)
+            assert (d6.error_code, d6.group_state, d6.members) == (E.GROUP_ID_NOT_FOUND, "Dead", [])
+            assert d6.error_message == "Group g is not a classic group."
     run(scenario)
 
 

@@ -91,10 +91,12 @@ async def describe(broker, *ids: str) -> list[dict]:
     return (await call(broker, DESCRIBE_TXNS, 0, transactional_ids=list(ids)))["transaction_states"]
 
 
-async def listed(broker, version: int = 1, states=(), pids=(), duration: int = -1) -> dict:
+async def listed(broker, version: int = 1, states=(), pids=(), duration: int = -1, pattern=None) -> dict:
     fields = dict(state_filters=list(states), producer_id_filters=list(pids))
     if version >= 1:
         fields["duration_filter"] = duration
+    if version >= 2:
+        fields["transactional_id_pattern"] = pattern
     return await call(broker, LIST_TXNS, version, **fields)
 
 
@@ -159,6 +161,12 @@ def test_list_transactions_filters_by_state_producer_id_and_duration():
         assert rows(await listed(broker, states=["Ongoing", "CompleteCommit"], duration=15_000)) == everything[:1]
         assert rows(await listed(broker, states=["Ongoing", "CompleteCommit"], duration=5_000)) == everything[:2]
         assert rows(await listed(broker, states=["Ongoing"], duration=20_000)) == []   # exactly 20 s: not more
+        # v2 (KIP-1152): a regular expression the whole id matches; null or empty filters nothing
+        for pattern, expected in ((None, everything), ("", everything), ("[ab]", everything[:2]), ("a|c", [
+                everything[0], everything[2]]), ("b.", [])):
+            assert rows(await listed(broker, version=2, pattern=pattern)) == expected
+        bad = await listed(broker, version=2, pattern="(")
+        assert (bad["error_code"], bad["transaction_states"]) == (E.INVALID_REGULAR_EXPRESSION, [])
     run(scenario)
 
 
