@@ -11,11 +11,16 @@ import asyncio
 import sys
 import time
 
-from .model import FETCH_TIMEOUT, Client, ClientError, Member, Rec
+from .model import FETCH_TIMEOUT, Client, ClientError, Member, Rec, missing_module
 
 # ----------------------------------------------------------------------------- kafka-python
 class KafkaPython(Client):
     name = "kafka-python"
+
+    @classmethod
+    def library_version(cls):
+        import kafka
+        return f"kafka-python {kafka.__version__}"
 
     def _errors(self, exc) -> ClientError:
         code = getattr(exc, "errno", None)
@@ -161,6 +166,13 @@ class KafkaPython(Client):
 class Confluent(Client):
     name = "confluent-kafka"
     requires = "confluent_kafka"
+
+    @classmethod
+    def library_version(cls):
+        if missing_module(cls.requires):
+            return None
+        import confluent_kafka
+        return f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
 
     def _error(self, err) -> ClientError:
         code = err.code()
@@ -331,6 +343,13 @@ class Confluent(Client):
 class AioKafka(Client):
     name = "aiokafka"
     requires = "aiokafka"
+
+    @classmethod
+    def library_version(cls):
+        if missing_module(cls.requires):
+            return None
+        import aiokafka
+        return f"aiokafka {aiokafka.__version__}"
 
     def _run(self, coro, timeout=30):
         async def bounded():

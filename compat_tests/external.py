@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -127,6 +128,17 @@ class Kcat(Client):
     per_record_headers = False   # -H applies to every message of one kcat run
     sets_timestamps = False      # kcat -P has no per-message timestamp
     has_admin = False
+
+    @classmethod
+    def library_version(cls):
+        if shutil.which("kcat") is None:
+            return None
+        try:
+            out = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        m = re.search(r"Version (\S+) \(.*?librdkafka (\S+)", out)
+        return f"kcat {m.group(1)} (librdkafka {m.group(2)})" if m else None
 
     def unavailable(self):
         if shutil.which("kcat") is None:
@@ -271,6 +283,17 @@ class KafkaJS(Client):
     def __init__(self, bootstrap):
         super().__init__(bootstrap)
         self.modules, self.why = ensure_kafkajs()
+
+    @classmethod
+    def library_version(cls):
+        package = cache_dir() / "kafkajs" / "node_modules" / "kafkajs" / "package.json"
+        try:
+            version = json.loads(package.read_text())["version"]
+        except (OSError, ValueError, KeyError):
+            return None
+        node = shutil.which("node") and subprocess.run(["node", "--version"], capture_output=True,
+                                                       text=True, timeout=10).stdout.strip()
+        return f"KafkaJS {version}" + (f" (node {node})" if node else "")
 
     def unavailable(self):
         return self.why

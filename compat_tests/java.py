@@ -110,6 +110,13 @@ def _rec(d: dict) -> Rec:
 class JavaClient(Client):
     name = "java"
 
+    @classmethod
+    def library_version(cls):
+        jar = client_jar(jars_dir())
+        if jar is None:
+            return None
+        return "Apache Kafka Java client " + jar.name[len("kafka-clients-"):-len(".jar")]
+
     def unavailable(self):
         return unavailable()
 

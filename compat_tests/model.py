@@ -79,6 +79,9 @@ def wait_until(cond, timeout: float, interval: float = 0.05) -> bool:
     return bool(cond())
 
 
+SETUP_CLIENT_ID = "compat-setup"
+
+
 class Setup:
     """Topic setup, plain produce and liveness checks through kafka-python."""
 
@@ -88,7 +91,7 @@ class Setup:
     def _admin(self):
         from kafka.admin import KafkaAdminClient
 
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="compat-setup",
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=SETUP_CLIENT_ID,
                                 request_timeout_ms=10000)
 
     def create_topic(self, prefix: str, partitions: int = 1, configs: dict | None = None) -> str:
@@ -106,7 +109,7 @@ class Setup:
     def wait_topic(self, name: str, partitions: int, timeout: float = 10) -> None:
         from kafka import KafkaConsumer
 
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="compat-setup")
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=SETUP_CLIENT_ID)
         try:
             ok = wait_until(lambda: len(c.partitions_for_topic(name) or ()) == partitions, timeout, 0.1)
         finally:
@@ -116,7 +119,7 @@ class Setup:
     def produce(self, topic: str, recs: list[Rec]) -> None:
         from kafka import KafkaProducer
 
-        p = KafkaProducer(bootstrap_servers=self.bootstrap, client_id="compat-setup", linger_ms=5,
+        p = KafkaProducer(bootstrap_servers=self.bootstrap, client_id=SETUP_CLIENT_ID, linger_ms=5,
                           enable_idempotence=False, acks=1)
         try:
             futures = [p.send(topic, key=r.key, value=r.value, partition=r.partition,
@@ -212,6 +215,11 @@ class Client:
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        """The client library and its version, for the report; None when unknown or absent."""
+        return None
 
     def unavailable(self) -> str | None:
         if self.requires is not None and missing_module(self.requires):

@@ -11,7 +11,8 @@ CLIENT_DIRS = ("integration", "compat", "spark", "testing", "cluster", "java_cli
 # Modules of a slow folder that start no process (pure functions, an in-process socket at most):
 # they stay in the fast lane beside the harness they test.
 FAST_MODULES = ("faults/test_schedule.py", "faults/test_checker.py", "faults/test_proxy_refuse.py",
-                "faults/test_duplicates.py", "console/test_auth.py", "console/test_messages_units.py")
+                "faults/test_duplicates.py", "console/test_auth.py", "console/test_messages_units.py",
+                "compat/test_report.py")
 # Runs only with --reference (or KWIRE_REFERENCE=1): the differential matrix against Tansu checks
 # compat_tests/FINDINGS.md against the reference broker, not kwire, and costs 1-1.5 min of CI.
 REFERENCE_MODULES = ("compat/test_reference_tansu.py",)

@@ -1,4 +1,4 @@
-"""The harness itself: CLI, JSON, allow-list parsing, timeouts."""
+"""The harness itself: CLI, JSON, the HTML report, allow-list parsing, timeouts."""
 import json
 
 import kwire.testing
@@ -71,3 +71,21 @@ def test_a_client_library_that_is_not_installed_is_a_skip_not_a_fail(tmp_path):
     cells = {r["client"]: (r["status"], r["reason"]) for r in json.loads((tmp_path / "r.json").read_text())["results"]}
     assert cells == {"confluent-kafka": ("skip", "confluent_kafka: not installed (pip install 'kwire[compat]')"),
                      "aiokafka": ("pass", None), "kafka-python": ("pass", None)}
+
+
+def test_report_end_to_end_against_a_running_broker(tmp_path):
+    """``kwire compat --against HOST:PORT --report out.html`` through the recording proxy."""
+    out = tmp_path / "out.html"
+    with kwire.testing.broker() as b:
+        rc = cli.main(["-q", "--against", b.bootstrap, "--clients", "kafka-python",
+                       "--scenarios", "round_trip", "--report", str(out)])
+    assert rc == 0
+    data = json.loads((tmp_path / "out.json").read_text())
+    cell = data["results"][0]
+    assert cell["status"] == "pass"
+    assert {"Produce", "Fetch", "Metadata", "ApiVersions"} <= set(cell["apis"])   # sent through the proxy
+    rows = {r["name"]: r for r in data["api_versions"]["rows"]}
+    assert rows["Produce"]["broker"] and rows["Produce"]["kafka"] == [0, 13]
+    assert data["client_versions"]["kafka-python"].startswith("kafka-python ")
+    page = out.read_text()
+    assert f"Produce v{cell['apis']['Produce'][0]}" in page and "Apache Kafka 4.2" in page

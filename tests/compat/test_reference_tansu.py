@@ -2,12 +2,12 @@
 
 A subset of clients keeps this near a minute (kcat cannot connect to Tansu,
 see FINDINGS.md, and its failures cost timeouts); ``kwire compat --against
-tansu`` runs them all.
+tansu`` runs them all.  Writes the readable report, tansu.html and tansu.json (reporting.py).
 """
 import pytest
 
 from kwire.compat_tests import reference, report
-from kwire.compat_tests.runner import run_matrix
+from tests.compat.reporting import report_dir, run_with_report
 
 # the whole matrix runs in the first test's fixture setup, which pytest-timeout counts
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(600)]
@@ -16,10 +16,10 @@ CLIENTS = ["kafka-python", "confluent-kafka", "kafkajs", "raw-socket"]
 
 
 @pytest.fixture(scope="module")
-def tansu_results():
+def tansu_results(tmp_path_factory):
     try:
         with reference.tansu() as bootstrap:
-            results = run_matrix(bootstrap, CLIENTS, jobs=2)
+            results = run_with_report(bootstrap, "tansu", report_dir(tmp_path_factory), CLIENTS, jobs=2)
     except reference.ReferenceUnavailable as exc:
         pytest.skip(f"Tansu unavailable: {exc}")
     print("\n" + report.table(results, title="tansu"))
