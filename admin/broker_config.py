@@ -271,6 +271,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
               "kwire-specific: HOST:PORT where the broker serves Prometheus metrics at /metrics, named "
               "as the Prometheus JMX exporter renders Kafka's; unset (the default) serves none.",
               host_port()),
+    # Client telemetry (KIP-714): Kafka's limit on a push, and kwire's bounds on what /metrics keeps.
+    ConfigKey("telemetry.max.bytes", T.INT, 1048576,
+              "The largest (compressed) metrics payload a client may push (PushTelemetry).", at_least(1)),
+    ConfigKey("kwire.client.telemetry.max.clients", T.INT, 1000,
+              "kwire-specific: client instances whose pushed metrics (and telemetry state) the broker "
+              "keeps; past it the longest idle goes.", at_least(1)),
+    ConfigKey("kwire.client.telemetry.max.series", T.INT, 50000,
+              "kwire-specific: pushed client metric series /metrics keeps in all; new series past it "
+              "are dropped (kwire_client_telemetry_dropped_series_total).", at_least(1)),
     # kwire: Confluent's Schema Registry runs beside Kafka; kwire serves its REST API itself.
     ConfigKey("schema.registry.listeners", T.STRING, None,
               "kwire-specific: http://HOST:PORT (or https://, with the broker's ssl.* settings) where the "

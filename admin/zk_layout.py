@@ -61,6 +61,7 @@ CONFIG_TOPICS = "/config/topics"
 # kwire's own: group configs (KIP-848/932; Kafka keeps them in KRaft's metadata log only),
 # one znode per group in the topic config layout
 CONFIG_GROUPS = "/config/groups"
+CONFIG_CLIENT_METRICS = "/config/client-metrics"   # KIP-714 subscriptions, as ZooKeeper-era Kafka
 CONFIG_BROKERS = "/config/brokers"     # dynamic broker configs: <id>, and <default> for the cluster
 DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"

@@ -38,7 +38,7 @@ import cramjam
 
 from .errors import ErrorCode, KafkaApiError
 
-GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 
 DECOMPRESSED_FLOOR = 32 << 20      # bytes a batch may expand to, whatever max.message.bytes
 DECOMPRESSED_RATIO = 32            # ... or this many times max.message.bytes

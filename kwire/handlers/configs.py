@@ -7,7 +7,8 @@ Broker configs come from server.properties, and those that can change at runtime
 (``kwire.admin.dynamic_config``) also from AlterConfigs / IncrementalAlterConfigs on this
 broker's id or on the cluster default ``""`` (``kwire.services.broker_configs``: a file on
 one node, /config/brokers in a cluster); this broker applies them before answering.
-Broker loggers have no configs to alter.
+Broker loggers have no configs to alter.  Client-metrics resources (16) are the KIP-714
+telemetry subscriptions (``kwire.services.client_metrics``).
 
 With an authorizer (Kafka's ConfigHelper and KafkaApis), each resource is checked before anything
 else about it: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the topic for a topic
@@ -62,6 +63,9 @@ def describe_one(ctx, request, r) -> dict:
             entries = []
         elif r.resource_type == authz.GROUP_RESOURCE:       # share groups' configs (kwire.services.group_configs)
             result["configs"] = ctx.broker.shares.group_configs.describe(r.resource_name, r.configuration_keys)
+            return result
+        elif r.resource_type == authz.CLIENT_METRICS_RESOURCE:    # KIP-714 (kwire.services.client_metrics)
+            result["configs"] = ctx.broker.client_metrics.describe(r.resource_name, r.configuration_keys)
             return result
         else:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
@@ -127,6 +131,10 @@ async def alter_one(ctx, r, validate_only: bool, incremental: bool) -> dict:
         elif r.resource_type == authz.GROUP_RESOURCE and incremental:     # kwire.services.group_configs
             await ctx.broker.shares.group_configs.alter(
                 r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs], True, validate_only)
+        elif r.resource_type == authz.CLIENT_METRICS_RESOURCE:    # kwire.services.client_metrics
+            ops = ([(c.name, c.config_operation, c.value) for c in r.configs] if incremental
+                   else [(c.name, c.value) for c in r.configs])
+            await ctx.broker.client_metrics.alter(r.resource_name, ops, incremental, validate_only)
         else:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
     except KafkaApiError as exc:

@@ -39,6 +39,9 @@ counts the records between the start offset (SPSO) and the end offset (SPEO) in 
 (``available``, ``acquired``, ``acknowledged``: the in-flight records; ``archived``), with
 ``kwire_share_partition_start_offset`` and ``kwire_share_partition_end_offset`` beside them.
 Kafka's admin API does not report these counts; the web console reads them from here.
+
+Clients' own metrics, pushed with KIP-714 telemetry, are ``kwire_client_<metric>{client_id,
+client_instance_id,principal,...}`` (``kwire.metrics.client_telemetry``).
 """
 from __future__ import annotations
 
@@ -98,6 +101,9 @@ class BrokerCollector(Collector):
         quotas = getattr(broker, "quotas", None)
         if quotas is not None:
             yield from quota_families(quotas.enforcer, broker.clock.now_ms())
+        client_metrics = getattr(broker, "client_metrics", None)      # KIP-714 pushes
+        if client_metrics is not None and client_metrics.telemetry is not None:
+            yield from client_metrics.telemetry.families(broker.clock.now_ms())
 
 
 def topic_families(metrics):

@@ -119,6 +119,7 @@ class Connection:
         self.peer = peer_name(stream)
         self.host = host_address(self.peer.rpartition(":")[0].strip("[]") or "127.0.0.1")
         self.sasl = None
+        self.client_software: tuple[str, str] | None = None    # from ApiVersions v3+ (KIP-511)
         self.mute_ms = 0                              # client quotas: how long to stop reading
         if listener.sasl_mechanisms is not None:     # nothing but SASL until authenticated
             self.sasl = SaslSession(listener)
@@ -432,9 +433,11 @@ class Connection:
         metrics, request_log = self.broker.metrics, self.broker.request_log
         started = perf_counter() if metrics is not None or request_log is not None else 0.0
         quota_started = perf_counter() if self.broker.quotas.active else 0.0
+        if header.api_key == 18 and getattr(request, "client_software_name", None):     # ApiVersions v3+
+            self.client_software = (request.client_software_name, request.client_software_version or "")
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.wait_peer_closed, self.listener.name,
-                             self.principal, self.sasl, self.host)
+                             self.principal, self.sasl, self.host, client_software=self.client_software)
 
         async def call():
             if header.api_version < handler.reject_below:

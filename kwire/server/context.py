@@ -37,6 +37,8 @@ class RequestContext:
     # quota exceeded), and the time it spent parked (not counted as request time)
     throttle_ms: int = 0
     waited_s: float = 0.0
+    # (client_software_name, client_software_version) the connection's ApiVersions v3+ gave
+    client_software: tuple[str, str] | None = None
 
     def allowed(self, operation, resource_type, name: str) -> bool:
         """Whether the ACLs let this connection's principal do ``operation`` (an

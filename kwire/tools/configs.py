@@ -1,7 +1,7 @@
-"""``kwire configs``: describe and alter topic and broker configs, as kafka-configs.sh does.
+"""``kwire configs``: describe and alter topic, broker and client-metrics configs, as kafka-configs.sh does.
 
-    kwire configs describe --entity-type topics|brokers [--entity-name X | --entity-default] [--all]
-    kwire configs alter --entity-type topics|brokers --entity-name X | --entity-default
+    kwire configs describe --entity-type topics|brokers|client-metrics [--entity-name X | --entity-default] [--all]
+    kwire configs alter --entity-type topics|brokers|client-metrics --entity-name X | --entity-default
                         [--add-config k=v,k2=[v1,v2]] [--add-config-file F] [--delete-config k,k2]
 
 Kafka's spelling works too (``--describe``, ``--alter``, ``--topic X`` for ``--entity-type
@@ -22,6 +22,10 @@ commas, a list value in square brackets (``cleanup.policy=[compact,delete]``); d
 config that is not set is refused ("Invalid config(s): ..."), as Kafka's tool refuses it.
 A broker applies its new dynamic configs at once; a key that cannot change at runtime is
 refused by the broker ("Cannot update these configs dynamically", as Kafka).
+
+``client-metrics`` entities are the KIP-714 telemetry subscriptions (kafka-client-metrics.sh's):
+``metrics=[org.apache.kafka.producer.,org.apache.kafka.consumer.]``, ``interval.ms`` and
+``match=[client_id=app.*]``; deleting all of a subscription's configs deletes it.
 """
 from __future__ import annotations
 
@@ -35,8 +39,8 @@ from kwire.tools.common import (ToolError, UsageError, add_common_arguments, cli
 from kwire.tools.topics import check
 
 ACTIONS = {"--describe": "describe", "--alter": "alter"}
-RESOURCE = {"topics": "TOPIC", "brokers": "BROKER"}
-SINGULAR = {"topics": "topic", "brokers": "broker"}
+RESOURCE = {"topics": "TOPIC", "brokers": "BROKER", "client-metrics": "CLIENT_METRICS"}
+SINGULAR = {"topics": "topic", "brokers": "broker", "client-metrics": "client-metrics"}
 # kafka-configs.sh's ConfigCommand: a separator counts only outside square brackets
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _ENTRY_SEPARATOR = re.compile("," + _OUTSIDE_BRACKETS)
@@ -84,6 +88,8 @@ def entity(args: argparse.Namespace) -> tuple[str, str | None]:
             raise UsageError("--entity-default names the brokers' default: use it with --entity-type brokers "
                              "and without --entity-name")
         return kind, ""
+    if kind == "client-metrics" and name == "":
+        raise UsageError("--entity-name: a client-metrics subscription needs a name")
     if kind == "brokers" and name is not None and not name.isdigit():
         raise UsageError(f"--entity-name {name!r}: a broker is named by its id (an integer)")
     return kind, name
@@ -122,6 +128,9 @@ def entity_names(admin, kind: str, name: str | None) -> list[str]:
             raise ToolError(f"Broker {name} is not a live broker of the cluster "
                             f"(live: {','.join(map(str, live))})")
         return [name] if name is not None else [str(b) for b in live] + [""]    # and the default, as Kafka
+    if kind == "client-metrics":        # ListConfigResources (API 74): the subscriptions
+        return [name] if name is not None else sorted(admin.list_config_resources(["CLIENT_METRICS"])
+                                                      .get("client_metrics", []))
     if name is None:
         return sorted(admin.list_topics())
     [topic] = admin.describe_topics([name])
@@ -133,6 +142,8 @@ def dynamic_source(kind: str, name: str | None = None) -> str:
     """The config source kafka-configs.sh --describe shows without --all."""
     if kind == "topics":
         return "DYNAMIC_TOPIC_CONFIG"
+    if kind == "client-metrics":
+        return "DYNAMIC_CLIENT_METRICS_CONFIG"
     return "DYNAMIC_DEFAULT_BROKER_CONFIG" if name == "" else "DYNAMIC_BROKER_CONFIG"
 
 
