@@ -67,6 +67,7 @@ DELEGATED = {
     "perf": ("kwire.tools.perf", "produce or consume throughput and latency (kafka-producer/consumer-perf-test.sh)"),
     "acls": ("kwire.tools.acls", "list, add or remove ACLs (kafka-acls.sh)"),
     "reassign": ("kwire.tools.reassign", "move partition replicas between brokers, drain a broker (kafka-reassign-partitions.sh)"),
+    "features": ("kwire.tools.features", "describe, upgrade or downgrade finalized feature levels (kafka-features.sh)"),
     "quotas": ("kwire.tools.quotas", "describe or alter client quotas (kafka-configs.sh --entity-type users|clients)"),
     "users": ("kwire.tools.users", "set, delete or describe SCRAM users (kafka-configs.sh --entity-type users; alias: scram)"),
     "console": ("kwire.console.server", "a web console for topics, messages, groups, lag and the cluster"),

@@ -37,7 +37,7 @@ from kwire.groups.internal_topics import INTERNAL_TOPICS, InternalTopic
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.runtime import blocking
-from kwire.cluster import reassignment
+from kwire.cluster import features, reassignment
 from kwire.cluster.fetcher import ReplicaFetcher, fetcher_id
 from kwire.transport.peer import PeerConnection, PeerError
 from kwire.security.peer import PeerConnector
@@ -105,6 +105,7 @@ class ClusterNode:
         logger.info("connecting to ZooKeeper at %s", self.zk.connect)
         await blocking.run_detached(self.zk.start)
         await blocking.run_detached(self.zk.ensure_paths)
+        await features.create_default(self.zk)        # /feature, by the first broker to connect
         local = _local_cluster_ids(self.broker.logs.log_dirs)
         proposed = self.broker.config.cluster_id or next(iter(local), None) or _new_cluster_id()
         cluster_id = await blocking.run_detached(self.zk.cluster_id, proposed)
@@ -230,6 +231,9 @@ class ClusterNode:
 
     async def _apply(self, snap) -> None:
         self.broker.broker_configs.apply(snap.broker_configs)     # first: new topics take its defaults
+        if (finalized := features.finalized_of(snap.features)) is not None:
+            self.broker.features.apply(finalized)                  # /feature: the finalized levels
+        self.broker.client_metrics.apply_all(snap.client_metrics)     # KIP-714 subscriptions
         self.throttles.refresh(self.broker.config, snap)
         logs = self.broker.logs
         self.replicas.shutting_down = set(snap.shutting_down)

@@ -34,6 +34,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kwire.admin import zk_layout as layout
 from kwire.admin.controller import PartitionState, StateWrite
+from kwire.admin.features import FEATURE_ZNODE
 from kwire.admin.reassignment import ReplicaAssignment
 
 logger = logging.getLogger("kwire.cluster.zk")
@@ -95,6 +96,9 @@ class Snapshot:
     broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     # a pending /admin/reassign_partitions (ZooKeeper-era tools): target replicas by partition
     legacy_reassignments: dict[tuple[str, int], tuple[int, ...]] | None = None
+    # /config/client-metrics: client telemetry subscriptions (KIP-714) by name
+    client_metrics: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    features: tuple[bytes, int] | None = None   # /feature's (data, version): finalized feature levels
 
 
 class ZooKeeperClient:
@@ -265,7 +269,8 @@ class ZooKeeperClient:
                     logger.warning("ignoring %s: %s", layout.REASSIGN_PARTITIONS, exc)
         return Snapshot(brokers, controller_id, topics, configs, states, deleting, shutting_down, preferred,
                         self._read_configs(layout.CONFIG_GROUPS, str),
-                        self._read_configs(layout.CONFIG_BROKERS, layout.broker_entity), legacy)
+                        self._read_configs(layout.CONFIG_BROKERS, layout.broker_entity), legacy,
+                        self._read_configs(layout.CONFIG_CLIENT_METRICS, str), features=self.read_features(watch=True))
 
     def _read_configs(self, parent: str, entity: Callable[[str], str]) -> dict[str, dict[str, str]]:
         """Every child of ``parent`` as config overrides by ``entity(child)``, watched."""
@@ -482,8 +487,13 @@ class ZooKeeperClient:
 
     def set_group_config(self, group_id: str, configs: dict[str, str]) -> None:
         """Replace a group's configs (none: its znode goes)."""
-        path = layout.config_group_path(group_id)
-        self.client.ensure_path(layout.CONFIG_GROUPS)
+        self.set_entity_config("groups", group_id, configs)
+
+    def set_entity_config(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """Replace ``/config/<entity_type>/<name>`` (none: the znode goes), as set_group_config."""
+        parent = f"{layout.CONFIG}/{entity_type}"
+        path = f"{parent}/{name}"
+        self.client.ensure_path(parent)
         if not configs:
             try:
                 self.client.delete(path)
@@ -504,6 +514,24 @@ class ZooKeeperClient:
             return layout.decode_topic_config(self.client.get(path)[0])
         except NoNodeError:
             return {}
+
+    def read_features(self, watch: bool = False) -> tuple[bytes, int] | None:
+        """/feature's (data, version), watched or else after a sync; None if absent."""
+        if not watch:
+            self.client.sync(FEATURE_ZNODE)
+        found = _result(self.client.get_async(FEATURE_ZNODE, watch=self._watch if watch else None))
+        return (found[0], found[1].version) if found else None
+
+    def write_features(self, data: bytes, expected_version: int) -> int | None:
+        """Replace /feature if its version is still ``expected_version`` (-1: create it if
+        absent); its new version, or None when another write came first."""
+        try:
+            if expected_version < 0:
+                self.client.create(FEATURE_ZNODE, data)
+                return 0
+            return self.client.set(FEATURE_ZNODE, data, version=expected_version).version
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            return None
 
     def mark_for_deletion(self, name: str) -> None:
         try:

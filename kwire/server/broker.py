@@ -29,6 +29,8 @@ from kwire.security.acl_store import AclService
 from kwire.security.listeners import ListenerContext, listener_context
 from kwire.runtime.blocking import run_blocking
 from kwire.services.broker_configs import BrokerConfigService, FileBrokerConfigStore
+from kwire.services.features import FeatureService, FileFeatureStore
+from kwire.services.client_metrics import ClientMetricsService, FileClientMetricsConfigStore
 from kwire.services.cleaner import CleanerService
 from kwire.services.log_dirs import LogDirMover
 from kwire.runtime.clock import Clock, WallClock
@@ -115,6 +117,11 @@ class Broker:
         self.scram = ScramService(config.log_dirs[0])      # SCRAM credentials (single node: a file)
         self.quotas = QuotaService(config, config.log_dirs[0])   # client quotas (single node: a file)
         self.broker_configs = BrokerConfigService(self, FileBrokerConfigStore(config.log_dirs[0]))
+        # finalized feature levels (broker.features.level(name)): a file in the data dir
+        self.features = FeatureService(config.node_id, FileFeatureStore(config.log_dirs[0]))
+        # client telemetry subscriptions (KIP-714): a file, like the group configs
+        self.client_metrics = ClientMetricsService(config, FileClientMetricsConfigStore(config.log_dirs[0]),
+                                                   self.clock)
 
     def _build_cluster(self, config: BrokerConfig) -> None:
         from kwire.cluster.acl_store import ZkAclService
@@ -136,6 +143,10 @@ class Broker:
         self.shares.store = states.store       # served to the other brokers' persisters
         self.acls = ZkAclService(config, self.cluster.zk)   # a cluster's ACLs are in ZooKeeper, no file
         self.broker_configs = BrokerConfigService(self, ZkBrokerConfigStore(self.cluster.zk))
+        from kwire.cluster.features import ZkFeatureStore       # finalized feature levels: /feature
+        self.features = FeatureService(config.node_id, ZkFeatureStore(self.cluster))
+        from kwire.cluster.client_metrics import ZkClientMetricsConfigStore     # /config/client-metrics
+        self.client_metrics = ClientMetricsService(config, ZkClientMetricsConfigStore(self.cluster.zk), self.clock)
         # a cluster's users are in ZooKeeper (/config/users), loaded by ClusterNode.run
         self.scram = ZkScramService(self.cluster.zk, config.value_of("zookeeper.session.timeout.ms") / 1000,
                                     log_dir=config.log_dirs[0])
@@ -148,10 +159,12 @@ class Broker:
 
     def open(self) -> None:
         self.broker_configs.load()          # before the logs: their topic defaults may be dynamic
+        self.features.load()
         self.logs.open(self.clock.now_ms())
         self.acls.load()
         self.scram.load()
         self.quotas.load()
+        self.client_metrics.load()
         if self.cluster is None:
             self.groups.replay()     # a cluster loads groups as it leads their offsets partitions
             self.transactions.load()

@@ -253,6 +253,44 @@ def test_change_notices_are_purged_by_age_oldest_first(cluster, zk):
                for n in left)
 
 
+def finalized_features(cluster, broker: int) -> tuple[dict[str, int], int]:
+    """What broker ``broker`` alone advertises in ApiVersions: (finalized levels, epoch)."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+    response = send_request(cluster.broker(broker).bootstrap, ApiVersionsRequest[3](
+        client_software_name="t", client_software_version="1")).to_dict()
+    return ({f["name"]: f["max_version_level"] for f in response["finalized_features"]},
+            response["finalized_features_epoch"])
+
+
+def update_features(cluster, broker: int, feature: str, level: int, upgrade_type: int) -> dict:
+    from kafka.protocol.admin.cluster import UpdateFeaturesRequest as R
+    return send_request(cluster.broker(broker).bootstrap, R[1](timeout_ms=10000, validate_only=False, feature_updates=[
+        R.FeatureUpdateKey(feature=feature, max_version_level=level, upgrade_type=upgrade_type)])).to_dict()
+
+
+def test_feature_levels_updated_on_one_broker_reach_every_broker_and_the_feature_znode(cluster, zk):
+    """Not ACLs, but ZooKeeper state in Kafka's layout too (sharing this module's cluster): the
+    /feature znode holds Kafka's FeatureZNode JSON and its version is the epoch that every
+    broker advertises after an UpdateFeatures taken by any one of them."""
+    data, stat = zk.get("/feature")
+    defaults = {"metadata.version": 27, "transaction.version": 1, "group.version": 1, "share.version": 1}
+    assert json.loads(data) == {"version": 2, "status": 1,
+                                "features": {n: {"max_version_level": v} for n, v in defaults.items()}}
+    wait_everywhere(cluster, lambda i: finalized_features(cluster, i) == (defaults, stat.version), "the defaults")
+    try:
+        assert update_features(cluster, 3, "transaction.version", 2, 1)["error_code"] == 0
+        upgraded = {**defaults, "transaction.version": 2}
+        wait_everywhere(cluster, lambda i: finalized_features(cluster, i) == (upgraded, stat.version + 1), "TV2")
+        data, after = zk.get("/feature")
+        assert after.version == stat.version + 1
+        assert json.loads(data)["features"]["transaction.version"] == {"max_version_level": 2}
+        refused = update_features(cluster, 1, "transaction.version", 1, 1)     # a downgrade typed as upgrade
+        assert refused["error_code"] == 95 and "Can't downgrade" in refused["error_message"]
+    finally:
+        assert update_features(cluster, 2, "transaction.version", 1, 2)["error_code"] == 0
+    wait_everywhere(cluster, lambda i: finalized_features(cluster, i) == (defaults, stat.version + 2), "TV1 again")
+
+
 def test_acls_survive_restarting_every_broker(cluster):
     admin = admin_on(cluster, 1)
     create_acls(admin, [*read_denied("kept"), AclBinding(
