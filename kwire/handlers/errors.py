@@ -27,9 +27,11 @@ def _scram_users(request) -> list[str]:
     return list(dict.fromkeys(users))
 
 
-def _partition_codes(topics, code: int) -> list[dict]:
-    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                            for p in t.partitions]} for t in topics or ()]
+def _partition_codes(topics, code: int, by_id: bool = False) -> list[dict]:
+    """Each partition of ``topics`` answering ``code``; ``by_id``: topics named by id (OffsetCommit v10)."""
+    return [{**({"topic_id": getattr(t, "topic_id", None)} if by_id else {"name": t.name}),
+             "partitions": [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
+            for t in topics or ()]
 
 
 def _elect_leaders(r, code: int, msg) -> dict:
@@ -52,7 +54,7 @@ _PER_ENTRY = {
                               **({"error_code": code} if r.API_VERSION >= 3 else {})},
     # OffsetCommit and TxnOffsetCommit: every partition carries the code (NOT_COORDINATOR,
     # COORDINATOR_NOT_AVAILABLE), as Kafka answers; clients then find the coordinator again
-    8: lambda r, code, msg: {"throttle_time_ms": 0, "topics": _partition_codes(r.topics, code)},
+    8: lambda r, code, msg: {"throttle_time_ms": 0, "topics": _partition_codes(r.topics, code, r.API_VERSION >= 10)},
     28: lambda r, code, msg: {"throttle_time_ms": 0, "topics": _partition_codes(r.topics, code)},
     43: _elect_leaders,
     # one nameless result per user asked about, as Kafka answers (librdkafka 2.16 crashes
