@@ -3,10 +3,11 @@
 One ``TransactionCoordinator`` holds the transactional ids of the
 ``__transaction_state`` partitions this broker leads.  It reads no clock and
 does no I/O: every call takes ``now_ms`` and returns a ``TxnResult`` that tells
-the caller what to do next.  The rules are those of Apache Kafka 3.x
-(``TransactionCoordinator``/``TransactionMetadata``/``TransactionStateManager``
-with ``transaction.version`` < 2: no epoch bump per transaction, KIP-890 is not
-implemented).
+the caller what to do next.  The rules are those of Apache Kafka
+(``TransactionCoordinator``/``TransactionMetadata``/``TransactionStateManager``);
+a transactions v2 one (KIP-890 part 2: begun by an implicit add, decided by
+EndTxn v5) bumps the epoch at its decision, its markers carry the bumped epoch,
+and an exhausted epoch moves the id to a new producer id when it completes.
 
 States (``TxnState``, with the id the record stores) and what moves them:
 
@@ -74,7 +75,7 @@ from .txn_state import (
     APPEND_ERRORS, COMPLETE_OF, EXPIRABLE, MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, OFFSETS_TOPIC, PREPARED,
     PRODUCER_FENCED_MIN_VERSION, TRANSACTION_STATE_TOPIC, VALID_PREVIOUS_STATES, InvalidTxnTransition, TxnConfig,
     TxnDescription, TxnListing, TxnMarkers, TxnMetadata, TxnPartition, TxnResult, TxnTransit, TxnWrite, WriteKind,
-    error_for_version, is_epoch_exhausted,
+    error_for_version, is_epoch_exhausted, is_v2_retry,
 )
 
 __all__ = ["InvalidTxnTransition", "TransactionCoordinator", "TxnConfig", "TxnDescription", "TxnListing",
@@ -150,9 +151,10 @@ class TransactionCoordinator:
         # the fence never completed: the transaction is still open and will time out.
         state = S.ONGOING if v.state is S.PREPARE_EPOCH_FENCE else v.state
         part.txns[transactional_id] = TxnMetadata(
-            transactional_id, v.producer_id, NO_PRODUCER_ID, v.producer_epoch, NO_PRODUCER_EPOCH,
+            transactional_id, v.producer_id, v.previous_producer_id, v.producer_epoch, NO_PRODUCER_EPOCH,
             v.transaction_timeout_ms, state, v.topic_partitions(), v.start_timestamp_ms,
-            v.last_update_timestamp_ms)
+            v.last_update_timestamp_ms, next_producer_id=v.next_producer_id,
+            client_tv=v.client_transaction_version)
         return True
 
     def finish_load(self, partition: int) -> list[TxnMarkers]:
@@ -280,9 +282,11 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitionsToTxn, AddOffsetsToTxn
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions, now_ms: int) -> TxnResult:
-        """AddPartitionsToTxn (v0-v3, the client's) of (topic, partition) pairs: Empty/Complete*
-        become Ongoing (the transaction starts now), Ongoing gains the partitions.  The result's
+                       partitions, now_ms: int, *, tv2: bool = False) -> TxnResult:
+        """AddPartitionsToTxn of (topic, partition) pairs: Empty/Complete* become Ongoing (the
+        transaction starts now), Ongoing gains the partitions.  ``tv2``: the add is transactions
+        v2's implicit one (a partition leader's, for a Produce v12 or TxnOffsetCommit v5): the
+        transaction is then a v2 one, whose EndTxn bumps the epoch.  The result's
         ``partition_errors`` gives every requested partition the same code, as Kafka; the
         caller answers unknown or unauthorised partitions itself, without calling this."""
         requested = tuple(dict.fromkeys((str(t), int(p)) for t, p in partitions))
@@ -299,8 +303,9 @@ class TransactionCoordinator:
         if meta.state is S.ONGOING and meta.partitions.issuperset(requested):
             return TxnResult(E.NONE, partitions=requested)
         start = now_ms if meta.state in EXPIRABLE else meta.start_timestamp_ms
+        version = 2 if tv2 else meta.client_tv if meta.state is S.ONGOING else 0
         transit = meta.transit(state=S.ONGOING, partitions=frozenset(meta.partitions).union(requested),
-                               start_timestamp_ms=start, last_update_timestamp_ms=now_ms)
+                               start_timestamp_ms=start, last_update_timestamp_ms=now_ms, client_tv=version)
         write = self._prepare(p, part, meta, transit, WriteKind.ADD_PARTITIONS, requested)
         return TxnResult(write=write, partitions=requested)
 
@@ -323,29 +328,59 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ EndTxn
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                now_ms: int) -> TxnResult:
-        """EndTxn: Ongoing becomes PrepareCommit/PrepareAbort (no epoch bump: transaction.version
-        < 2).  A retry after the decision: CONCURRENT_TRANSACTIONS while its markers are being
-        written, NONE once complete; the opposite decision then gets INVALID_TXN_STATE, and so
-        does EndTxn with no transaction (Empty), as Kafka."""
+                now_ms: int, *, tv2: bool = False) -> TxnResult:
+        """EndTxn: Ongoing becomes PrepareCommit/PrepareAbort.  A retry after the decision:
+        CONCURRENT_TRANSACTIONS while its markers are being written, NONE once complete; the
+        opposite decision then gets INVALID_TXN_STATE, and so does EndTxn with no transaction
+        (Empty), as Kafka.
+
+        ``tv2`` (EndTxn v5, KIP-890 part 2): the decision bumps the producer epoch, the markers
+        carry the bumped epoch (a late write of the old one is fenced at every partition) and
+        the answer gives the producer id and epoch of the next transaction; once the epoch is
+        exhausted, a new producer id at epoch 0, taken when the markers are written.  A v2
+        transaction's retry carries the epoch before the bump (Kafka's endTxnEpochBumped), or
+        the exhausted one of the previous producer id; the current epoch of a decided v2
+        transaction begins the next one, which has nothing to end (INVALID_TXN_STATE)."""
         if not transactional_id:
             return TxnResult(E.INVALID_REQUEST)
         p, part, error = self._lookup(transactional_id)
-        meta = part.txns.get(transactional_id) if part is not None else None
-        if part is not None:
-            error = self._check_producer(meta, producer_id, producer_epoch)
-        if error == E.NONE and meta.pending is not None:
-            error = E.CONCURRENT_TRANSACTIONS
-        if error != E.NONE:
+        if part is None:
             return TxnResult(error)
-        if meta.state is S.ONGOING:
-            transit = meta.transit(state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
-                                   last_update_timestamp_ms=now_ms)
-            return TxnResult(write=self._prepare(p, part, meta, transit, WriteKind.END_TXN))
+        meta = part.txns.get(transactional_id)
+        if meta is None:
+            return TxnResult(E.INVALID_PRODUCER_ID_MAPPING)
+        retry = is_v2_retry(meta, producer_id, producer_epoch)
+        if meta.producer_id != producer_id and not retry:
+            return TxnResult(E.INVALID_PRODUCER_ID_MAPPING)
+        if not (retry or meta.producer_epoch == producer_epoch) or (
+                retry and meta.state not in PREPARED and meta.state not in COMPLETE_OF.values()):
+            return TxnResult(E.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return TxnResult(E.CONCURRENT_TRANSACTIONS)
+        if meta.state is S.ONGOING and not retry:
+            return self._decide(p, part, meta, commit, tv2, now_ms)
         decided = {S.PREPARE_COMMIT: True, S.COMPLETE_COMMIT: True, S.PREPARE_ABORT: False, S.COMPLETE_ABORT: False}
-        if meta.state in decided and decided[meta.state] == commit:
-            return TxnResult(E.CONCURRENT_TRANSACTIONS if meta.state in PREPARED else E.NONE)
+        if meta.state in decided and decided[meta.state] == commit and (retry or meta.client_tv < 2):
+            if meta.state in PREPARED:
+                return TxnResult(E.CONCURRENT_TRANSACTIONS)
+            return TxnResult(E.NONE, meta.producer_id, meta.producer_epoch)
         return TxnResult(E.INVALID_TXN_STATE)
+
+    def _decide(self, p: int, part: TxnPartition, meta: TxnMetadata, commit: bool, tv2: bool,
+                now_ms: int) -> TxnResult:
+        """PrepareCommit/PrepareAbort of the open transaction (with ``tv2``, the epoch bumped)."""
+        changes: dict = {}
+        if tv2:
+            next_id = NO_PRODUCER_ID
+            if is_epoch_exhausted(meta.producer_epoch):
+                next_id, error = self._new_producer_id()
+                if error != E.NONE:
+                    return TxnResult(error)
+            changes = dict(producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
+                           next_producer_id=next_id, client_tv=2)
+        transit = meta.transit(state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+                               last_update_timestamp_ms=now_ms, **changes)
+        return TxnResult(write=self._prepare(p, part, meta, transit, WriteKind.END_TXN))
 
     def _fence_and_abort(self, p: int, part: TxnPartition, meta: TxnMetadata, kind: WriteKind,
                          now_ms: int) -> TxnWrite:
@@ -369,10 +404,13 @@ class TransactionCoordinator:
                                        f"-> {target.kafka_name} (pending {meta.pending})")
         value = None
         if transit is not None:
+            v2 = transit.client_tv >= 2 or transit.next_producer_id != NO_PRODUCER_ID
+            previous = transit.last_producer_id if transit.last_producer_id != transit.producer_id else NO_PRODUCER_ID
             value = encode_value(TxnLogValue(
                 transit.producer_id, transit.producer_epoch, transit.timeout_ms, transit.state,
                 () if transit.state is S.EMPTY else partitions_of(transit.partitions),
-                transit.last_update_timestamp_ms, transit.start_timestamp_ms))
+                transit.last_update_timestamp_ms, transit.start_timestamp_ms, previous,
+                transit.next_producer_id, transit.client_tv), 1 if v2 else 0)
         write = TxnWrite(meta.transactional_id, p, part.coordinator_epoch, encode_key(meta.transactional_id),
                          value, kind, transit, next(self._write_ids), requested)
         meta.pending = target
@@ -409,7 +447,11 @@ class TransactionCoordinator:
         if kind in (WriteKind.END_TXN, WriteKind.FENCE, WriteKind.TIMEOUT_ABORT):
             meta.pending = COMPLETE_OF[meta.state]      # the markers are outstanding: no timer
             answer = E.CONCURRENT_TRANSACTIONS if kind is WriteKind.FENCE else E.NONE
-            return TxnResult(answer, markers=self._markers(write.partition, part, meta))
+            ids = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)      # EndTxn v5: the next transaction's
+            if kind is WriteKind.END_TXN:
+                ids = ((meta.next_producer_id, 0) if meta.next_producer_id != NO_PRODUCER_ID
+                       else (meta.producer_id, meta.producer_epoch))
+            return TxnResult(answer, *ids, markers=self._markers(write.partition, part, meta))
         self._reschedule(meta)
         if kind is WriteKind.INIT_PRODUCER_ID:
             return TxnResult(E.NONE, meta.producer_id, meta.producer_epoch)
@@ -442,13 +484,15 @@ class TransactionCoordinator:
         meta.timeout_ms, meta.state = t.timeout_ms, t.state
         meta.partitions = set(t.partitions)
         meta.start_timestamp_ms, meta.last_update_timestamp_ms = t.start_timestamp_ms, t.last_update_timestamp_ms
+        meta.next_producer_id, meta.client_tv = t.next_producer_id, t.client_tv
         meta.pending = None
         meta.pending_write = None
 
     @staticmethod
     def _markers(p: int, part: TxnPartition, meta: TxnMetadata) -> TxnMarkers:
         return TxnMarkers(meta.transactional_id, meta.producer_id, meta.producer_epoch, part.coordinator_epoch,
-                          meta.state is S.PREPARE_COMMIT, tuple(sorted(meta.partitions)), p)
+                          meta.state is S.PREPARE_COMMIT, tuple(sorted(meta.partitions)), p,
+                          2 if meta.client_tv >= 2 else 0)
 
     def markers_written(self, markers: TxnMarkers, now_ms: int) -> TxnResult:
         """Every marker of ``markers`` is written (a partition whose topic was deleted counts
@@ -464,8 +508,12 @@ class TransactionCoordinator:
                 or meta.pending_write is not None or markers.commit != (meta.state is S.PREPARE_COMMIT)
                 or (meta.producer_id, meta.producer_epoch) != (markers.producer_id, markers.producer_epoch)):
             return TxnResult(E.INVALID_TXN_STATE)
+        moved = {}
+        if meta.next_producer_id != NO_PRODUCER_ID:     # v2, epoch exhausted: the next id, at epoch 0
+            moved = dict(producer_id=meta.next_producer_id, last_producer_id=meta.producer_id, producer_epoch=0,
+                         last_producer_epoch=meta.producer_epoch, next_producer_id=NO_PRODUCER_ID)
         transit = meta.transit(state=COMPLETE_OF[meta.state], partitions=frozenset(),
-                               last_update_timestamp_ms=now_ms)
+                               last_update_timestamp_ms=now_ms, **moved)
         return TxnResult(write=self._prepare(markers.txn_partition, part, meta, transit, WriteKind.COMPLETE))
 
     # ------------------------------------------------------------------ timers

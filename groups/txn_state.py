@@ -17,7 +17,7 @@ __all__ = ["APPEND_ERRORS", "COMPLETE_OF", "EXPIRABLE", "MAX_EPOCH", "NO_PRODUCE
            "OFFSETS_TOPIC", "PREPARED", "PRODUCER_FENCED_MIN_VERSION", "TRANSACTION_STATE_TOPIC",
            "VALID_PREVIOUS_STATES", "InvalidTxnTransition", "TxnConfig", "TxnDescription", "TxnListing",
            "TxnMarkers", "TxnMetadata", "TxnPartition", "TxnResult", "TxnTransit", "TxnWrite", "WriteKind",
-           "error_for_version", "is_epoch_exhausted"]
+           "error_for_version", "is_epoch_exhausted", "is_v2_retry"]
 
 E = ErrorCode
 S = TxnState
@@ -64,6 +64,18 @@ def error_for_version(error: ErrorCode, api_key: int, api_version: int) -> Error
     return error
 
 
+def is_v2_retry(meta: "TxnMetadata", producer_id: int, producer_epoch: int) -> bool:
+    """Whether an EndTxn with ``producer_id``/``producer_epoch`` retries the transactions v2
+    decision ``meta`` holds: the epoch before its bump, or the exhausted epoch of the producer
+    id it replaced (Kafka's retryOnEpochBump and retryOnOverflow)."""
+    if meta.client_tv < 2:
+        return False
+    if producer_id == meta.producer_id and meta.producer_epoch == producer_epoch + 1:
+        return True
+    return (meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and producer_id == meta.last_producer_id
+            and producer_id != meta.producer_id and producer_epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0)
+
+
 def is_epoch_exhausted(epoch: int) -> bool:
     """Kafka never hands out Short.MaxValue, so the coordinator can always fence once more."""
     return epoch >= MAX_EPOCH - 1
@@ -108,6 +120,8 @@ class TxnTransit:
     partitions: frozenset[tuple[str, int]]
     start_timestamp_ms: int
     last_update_timestamp_ms: int
+    next_producer_id: int = NO_PRODUCER_ID      # TV2: the id a completion moves to (epoch exhausted)
+    client_tv: int = 0                          # the transaction's version (2: epoch bump per EndTxn)
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,7 @@ class TxnMarkers:
     commit: bool
     partitions: tuple[tuple[str, int], ...]
     txn_partition: int
+    transaction_version: int = 0        # WriteTxnMarkers v2's TransactionVersion (2: TV2's bumped epoch)
 
 
 @dataclass(frozen=True)
@@ -203,11 +218,13 @@ class TxnMetadata:
     # stays fenced) and the next fence does not bump again, as Kafka.
     has_failed_epoch_fence: bool = False
     retry_at_ms: int = 0                 # timers wait until then after a failed timer-driven write
+    next_producer_id: int = NO_PRODUCER_ID   # TV2, epoch exhausted: the id the completion moves to
+    client_tv: int = 0                   # 2: the transaction was begun or decided with transactions v2
 
     def transit(self, **changes) -> TxnTransit:
         base = TxnTransit(self.producer_id, self.producer_id, self.producer_epoch, self.last_producer_epoch,
                           self.timeout_ms, self.state, frozenset(self.partitions), self.start_timestamp_ms,
-                          self.last_update_timestamp_ms)
+                          self.last_update_timestamp_ms, self.next_producer_id, self.client_tv)
         return replace(base, **changes)
 
 

@@ -142,21 +142,56 @@ class ClusterTopology:
     async def next_producer_id(self) -> int:
         return await self.cluster.next_producer_id()
 
-    async def describe_elsewhere(self, transactional_id: str, description) -> TxnDescription:
-        """DescribeTransactions of one id at the broker leading its ``__transaction_state``
-        partition."""
-        cluster = self.cluster
-        snap = cluster.snapshot
+    def _coordinator_of(self, transactional_id: str) -> tuple[int | None, ErrorCode]:
+        """(the broker leading the id's ``__transaction_state`` partition, NONE), or (None, why
+        not: COORDINATOR_NOT_AVAILABLE, or COORDINATOR_LOAD_IN_PROGRESS when it is this one)."""
+        snap = self.cluster.snapshot
         meta = snap.topics.get(TRANSACTION_STATE_TOPIC) if snap is not None else None
         state = None
         if meta is not None:
             state = snap.states.get((TRANSACTION_STATE_TOPIC, partition_for(transactional_id, len(meta.assignment))))
         if state is None or state.leader not in snap.brokers:
-            return TxnDescription(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if state.leader == cluster.node_id:     # this broker's coordinator answered already (loading)
-            return TxnDescription(transactional_id, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if state.leader == self.cluster.node_id:     # this broker's coordinator answered already (loading)
+            return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return state.leader, ErrorCode.NONE
+
+    async def add_partitions_elsewhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                       partitions) -> ErrorCode:
+        """AddPartitionsToTxn v5 (not verify-only) of one transaction at its coordinator."""
+        leader, error = self._coordinator_of(transactional_id)
+        if leader is None:
+            return error
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        cluster = self.cluster
         try:
-            conn = await cluster.open_peer(state.leader, f"kwire-txn-verify-{cluster.node_id}", VERIFY_TIMEOUT_S)
+            conn = await cluster.open_peer(leader, f"kwire-txn-add-{cluster.node_id}", VERIFY_TIMEOUT_S)
+            try:
+                response = await conn.request(24, 5, transactions=[{
+                    "transactional_id": transactional_id, "producer_id": producer_id,
+                    "producer_epoch": producer_epoch, "verify_only": False,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}])
+            finally:
+                await conn.aclose()
+        except PeerError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if response.error_code:
+            return ErrorCode(response.error_code)
+        codes = [p.partition_error_code for t in response.results_by_transaction for r in t.topic_results
+                 for p in r.results_by_partition]
+        return ErrorCode(next((c for c in codes if c), 0))
+
+    async def describe_elsewhere(self, transactional_id: str, description) -> TxnDescription:
+        """DescribeTransactions of one id at the broker leading its ``__transaction_state``
+        partition."""
+        cluster = self.cluster
+        leader, error = self._coordinator_of(transactional_id)
+        if leader is None:
+            return TxnDescription(transactional_id, error)
+        try:
+            conn = await cluster.open_peer(leader, f"kwire-txn-verify-{cluster.node_id}", VERIFY_TIMEOUT_S)
             try:
                 response = await conn.request(65, 0, transactional_ids=[transactional_id])
             finally:

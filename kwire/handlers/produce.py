@@ -21,7 +21,7 @@ from kwire.runtime.blocking import run_blocking
 from kwire.schemas.produce_checks import record_checks, topic_checks
 from kwire.handlers.registry import Deferred, handles
 from kwire.handlers import authz
-from kwire.handlers.transactions import verify_in_transaction
+from kwire.handlers.transactions import add_implicitly, uses_tv2, verify_in_transaction
 
 _TXN_BYTE = records.ATTRIBUTES_OFFSET + 1      # the low byte of the big-endian attributes
 
@@ -106,7 +106,9 @@ async def wait_for_isr(ctx, timeout_ms: int, waits: list, responses: list) -> No
 async def verify_first_transactional_write(ctx, request, topic_name: str, data) -> dict | None:
     """Kafka 3.6+'s partition verification (KIP-890 part 1): the first transactional batch of a
     producer in a partition is accepted only once the coordinator has the partition in that
-    producer's open transaction.  Without it, a write to a partition the producer never added
+    producer's open transaction (Produce v12+, transactions v2: once the coordinator has added
+    it, the client no longer sending AddPartitionsToTxn; a producer whose epoch was bumped by
+    its last EndTxn is fenced here, which closes KIP-890's hanging transaction).  Without it, a write to a partition the producer never added
     (a client bug, or a zombie) would open a transaction there that no marker ever ends: the
     last stable offset would stay behind it and read_committed consumers stop for good.
     Returns the partition's error entry, or None to go on."""
@@ -119,8 +121,12 @@ async def verify_first_transactional_write(ctx, request, topic_name: str, data) 
         return None                      # the append's validation answers it
     if not header.is_transactional or plog.has_open_transaction(header.producer_id):
         return None
-    code = await verify_in_transaction(ctx, request.transactional_id, header.producer_id,
-                                       header.producer_epoch, (topic_name, data.index))
+    if uses_tv2(ctx):               # transactions v2: the partition joins the transaction implicitly
+        code = await add_implicitly(ctx, request.transactional_id, header.producer_id, header.producer_epoch,
+                                    (topic_name, data.index))
+    else:
+        code = await verify_in_transaction(ctx, request.transactional_id, header.producer_id,
+                                           header.producer_epoch, (topic_name, data.index))
     if code == ErrorCode.NONE:
         return None
     return partition_error(data.index, code, f"producer {header.producer_id} epoch {header.producer_epoch} has "
@@ -139,60 +145,75 @@ def has_transactional_records(request) -> bool:
     return False
 
 
-def denied_topics(ctx, request) -> set[str] | None:
+def denied_topics(ctx, request, names: list) -> set[str] | None:
     """The topics this request may not WRITE to, or None when a transactional request's
     transactional id may not WRITE (the whole request is then refused)."""
     if has_transactional_records(request):
         tid = request.transactional_id
         if tid is None or authz.denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
             return None
-    return authz.unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+    return authz.unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
 
 
-def refused(request, code: ErrorCode) -> dict:
+def topic_names(ctx, request) -> list:
+    """The name of each requested topic: v13+ names them by topic id (None: an unknown id)."""
+    if ctx.api_version < 13:
+        return [t.name for t in request.topic_data]
+    by_id = ctx.broker.logs.topics_by_id
+    return [getattr(by_id.get(t.topic_id), "name", None) for t in request.topic_data]
+
+
+def topic_entry(topic, name, parts: list) -> dict:
+    return {"name": name, "topic_id": getattr(topic, "topic_id", None), "partition_responses": parts}
+
+
+def refused(request, names: list, code: ErrorCode) -> dict:
     """Every partition of the request answering ``code`` (Kafka's ProduceRequest.getErrorResponse)."""
-    return {"responses": [{"name": t.name, "partition_responses": [partition_error(d.index, code)
-                                                                   for d in t.partition_data]}
-                          for t in request.topic_data], "throttle_time_ms": 0}
+    return {"responses": [topic_entry(t, name, [partition_error(d.index, code) for d in t.partition_data])
+                          for t, name in zip(request.topic_data, names)], "throttle_time_ms": 0}
 
 
-@handles(0, 0, 11, reject_below=3)
+@handles(0, 0, 13, reject_below=3)
 async def handle_produce(ctx, request):
+    """Produce; v12 is transactions v2's (a transaction's partitions join it implicitly), v13
+    names topics by id (an unknown id: UNKNOWN_TOPIC_ID)."""
     acks = request.acks
+    names = topic_names(ctx, request)
     denied = None
     if ctx.broker.acls.enabled:
-        denied = denied_topics(ctx, request)
+        denied = denied_topics(ctx, request, names)
         if denied is None:
             if acks == 0:
                 raise CloseConnection("acks=0 produce failed (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): "
                                       "closing the connection")
-            return refused(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return refused(request, names, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     flushes: list = []
     waits: list = []
     responses = []
     appended = []
-    for topic in request.topic_data:
-        if denied and topic.name in denied:
-            responses.append({"name": topic.name, "partition_responses": [
-                partition_error(data.index, authz.TOPIC_DENIED) for data in topic.partition_data]})
+    for topic, name in zip(request.topic_data, names):
+        if name is None or (denied and name in denied):
+            code = authz.TOPIC_DENIED if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+            responses.append(topic_entry(topic, name, [partition_error(data.index, code)
+                                                       for data in topic.partition_data]))
             continue
         parts = []
-        checks = topic_checks(ctx.broker, topic.name)      # None: nothing to check (the usual case)
+        checks = topic_checks(ctx.broker, name)      # None: nothing to check (the usual case)
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
             entry = None
             if request.transactional_id is not None:
-                entry = await verify_first_transactional_write(ctx, request, topic.name, data)
+                entry = await verify_first_transactional_write(ctx, request, name, data)
             if entry is None and checks is not None:
-                entry = await check_records(ctx, checks, topic.name, data)
+                entry = await check_records(ctx, checks, name, data)
             if entry is None:
-                entry = append_partition(ctx, topic.name, data, flushes, waits, acks)
+                entry = append_partition(ctx, name, data, flushes, waits, acks)
             if entry["error_code"] == 0:
-                appended.append((topic.name, data.index))
+                appended.append((name, data.index))
             parts.append(entry)
-        responses.append({"name": topic.name, "partition_responses": parts})
+        responses.append(topic_entry(topic, name, parts))
     ctx.broker.partitions.appended(appended)     # replicated: followers now, consumers at the high watermark
     for plog in flushes:
         await run_blocking(plog.flush)

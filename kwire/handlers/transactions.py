@@ -3,9 +3,14 @@ TxnOffsetCommit (28).
 
 The transaction coordinator runs in ``kwire.services.transactions``; WriteTxnMarkers is
 what a coordinator in a ZooKeeper cluster sends the leaders of the partitions
-of a decided transaction.  Versions are those before KIP-890's transactions v2
-(AddPartitionsToTxn 0-3, EndTxn and TxnOffsetCommit 0-4, WriteTxnMarkers 1),
-which kwire does not implement.  InitProducerId is in ``producer_id``.
+of a decided transaction.  InitProducerId is in ``producer_id``.
+
+Transactions v2 (KIP-890 part 2), once ``transaction.version`` 2 is finalized: a client's
+Produce v12 and TxnOffsetCommit v5 add their partitions to the transaction implicitly (the
+leader, or the group coordinator, asks the transaction coordinator: AddPartitionsToTxn v5 from
+broker to broker, ``add_implicitly``), and EndTxn v5 bumps the epoch and answers the next
+transaction's producer id and epoch.  AddPartitionsToTxn v0-3 are the clients', v4-5 the
+brokers' (batched, ``verify_only`` or add).
 
 A TxnOffsetCommit is checked with the transaction coordinator before the group
 coordinator takes its offsets (``verify_txn_offset_commit``), as Kafka 3.6+ does.
@@ -29,19 +34,45 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups import OffsetCommit
 from kwire.groups.internal_topics import INTERNAL_TOPICS
 from kwire.groups.txn_coordinator import OFFSETS_TOPIC, error_for_version
+from kwire.admin.acls import AclOperation
 
+from kwire.handlers import authz
 from kwire.handlers.registry import handles
 from kwire.handlers.authz_groups import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, acls_on, denied, unauthorized
 
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
+# Transactions v2 (KIP-890 part 2) is on once ``transaction.version`` 2 is finalized
+# (``kwire features upgrade --feature transaction.version=2``).  Until then its versions are not
+# advertised (clients pick v2 from the finalized level and these versions), and a request at one
+# of them is served as its v1 predecessor: no implicit add, no epoch bump.
+TV1_MAX_VERSIONS = {0: 11, 26: 4, 28: 4}         # Produce, EndTxn, TxnOffsetCommit
+TV2_FROM = {0: 12, 26: 5, 28: 5}
+
+
+def tv2_finalized(broker) -> bool:
+    return broker.features.level("transaction.version") >= 2
+
+
+def version_caps(broker) -> dict[int, int]:
+    """The advertised maximum versions this broker's finalized features hold back."""
+    return {} if tv2_finalized(broker) else TV1_MAX_VERSIONS
+
+
+def uses_tv2(ctx) -> bool:
+    """Whether this request (Produce, EndTxn, TxnOffsetCommit) is served as transactions v2."""
+    return ctx.api_version >= TV2_FROM[ctx.api_key] and tv2_finalized(ctx.broker)
+
+
 def answer(ctx, error: ErrorCode) -> int:
     return int(error_for_version(error, ctx.api_key, ctx.api_version))
 
 
-@handles(24, 0, 3)
+@handles(24, 0, 5)
 async def handle_add_partitions_to_txn(ctx, request):
+    if ctx.api_version >= 4:
+        return await add_partitions_from_broker(ctx, request)
     transactional_id = request.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     refused: set[str] = set()
@@ -72,6 +103,33 @@ def add_partitions_answer(ctx, errors: dict[tuple[str, int], ErrorCode]) -> dict
         {"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]}
 
 
+async def add_partitions_from_broker(ctx, request) -> dict:
+    """AddPartitionsToTxn v4+: a partition leader's batch of transactions (KIP-890), each either
+    verified (``verify_only``: the partitions must be in its open transaction) or, transactions
+    v2's implicit add, added.  Needs CLUSTER_ACTION on the cluster, else the top-level error
+    CLUSTER_AUTHORIZATION_FAILED, as Kafka."""
+    if ctx.broker.acls.enabled and not authz.on_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "results_by_transaction": []}
+    results = []
+    for txn in request.transactions:
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if txn.verify_only:
+            codes = [await verify_in_transaction(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, tp)
+                     for tp in wanted]
+        else:
+            result = await ctx.broker.transactions.add_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, tv2=True)
+            codes = [result.error] * len(wanted)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), code in zip(wanted, codes):
+            by_topic.setdefault(topic, []).append({"partition_index": partition,
+                                                   "partition_error_code": int(code)})
+        results.append({"transactional_id": txn.transactional_id, "topic_results": [
+            {"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]})
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+
+
 @handles(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx, request):
     if denied(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
@@ -83,16 +141,21 @@ async def handle_add_offsets_to_txn(ctx, request):
     return {"throttle_time_ms": 0, "error_code": answer(ctx, result.error)}
 
 
-@handles(26, 0, 4)
+@handles(26, 0, 5)
 async def handle_end_txn(ctx, request):
+    """EndTxn; v5 is transactions v2's (KIP-890 part 2): the epoch is bumped and the answer
+    carries the producer id and epoch of the next transaction."""
     if denied(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
-        return {"throttle_time_ms": 0, "error_code": int(TXN_DENIED)}
+        return {"throttle_time_ms": 0, "error_code": int(TXN_DENIED), "producer_id": -1, "producer_epoch": -1}
     result = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
-                                                   request.producer_epoch, bool(request.committed))
-    return {"throttle_time_ms": 0, "error_code": answer(ctx, result.error)}
+                                                   request.producer_epoch, bool(request.committed),
+                                                   tv2=uses_tv2(ctx))
+    ok = result.error == ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": answer(ctx, result.error),
+            "producer_id": result.producer_id if ok else -1, "producer_epoch": result.producer_epoch if ok else -1}
 
 
-@handles(27, 1, 1)
+@handles(27, 1, 2)
 async def handle_write_txn_markers(ctx, request):
     results = []
     for marker in request.markers:
@@ -109,7 +172,7 @@ async def handle_write_txn_markers(ctx, request):
     return {"markers": results}
 
 
-@handles(28, 0, 4)
+@handles(28, 0, 5)
 async def handle_txn_offset_commit(ctx, request):
     refused: set[str] = set()
     if acls_on(ctx):
@@ -145,7 +208,11 @@ async def commit_txn_offsets(ctx, request, offsets: list[OffsetCommit]) -> list[
     try:
         await groups.offsets_topic()        # in a cluster: COORDINATOR_NOT_AVAILABLE while being created
         groups.check_owner(request.group_id)
-        error = await verify_txn_offset_commit(ctx, request)
+        if uses_tv2(ctx):               # transactions v2: the group's partition joins implicitly
+            error = await add_implicitly(ctx, request.transactional_id, request.producer_id,
+                                         request.producer_epoch, (OFFSETS_TOPIC, groups.partition_of(request.group_id)))
+        else:
+            error = await verify_txn_offset_commit(ctx, request)
         if error != ErrorCode.NONE:
             return [error] * len(offsets)
         return await groups.txn_commit_offsets(
@@ -200,3 +267,29 @@ async def verify_in_transaction(ctx, transactional_id: str | None, producer_id: 
     if tp[1] not in dict(d.topics).get(tp[0], ()):
         return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
+
+
+# Kafka's mapping of the coordinator's answer to an implicit add, for the request that caused it
+# (AddPartitionsToTxnManager, then ReplicaManager): a fenced producer is INVALID_PRODUCER_EPOCH;
+# what the client should simply retry is NOT_ENOUGH_REPLICAS, which every client retries.
+_IMPLICIT_ADD_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
+
+
+async def add_implicitly(ctx, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                         tp: tuple[str, int]) -> ErrorCode:
+    """Transactions v2's implicit AddPartitionsToTxn of ``tp`` (a Produce v12's partition, a
+    TxnOffsetCommit v5's ``__consumer_offsets`` partition) to the producer's transaction, at
+    its coordinator; the code for the request that caused it.  Never raises KafkaApiError."""
+    if not transactional_id:
+        return ErrorCode.INVALID_REQUEST
+    try:
+        code = await ctx.broker.transactions.add_implicitly(transactional_id, producer_id, producer_epoch, [tp])
+    except KafkaApiError as exc:
+        code = exc.code
+    return _IMPLICIT_ADD_ERRORS.get(code, code)

@@ -57,6 +57,12 @@ class Topology(Protocol):
         broker's coordinator answered NOT_COORDINATOR (``description``); errors come back as
         the description's ``error``."""
 
+    async def add_partitions_elsewhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                       partitions) -> ErrorCode:
+        """Transactions v2's implicit add of ``partitions`` at the broker coordinating
+        ``transactional_id`` (AddPartitionsToTxn v5), when this broker's coordinator answered
+        NOT_COORDINATOR; the coordinator's code, or a retriable one when it cannot be asked."""
+
 
 def offline_entry(index: int, plog, node: int) -> dict:
     """A partition whose storage failed (kwire.log.health): KAFKA_STORAGE_ERROR, its replica
@@ -119,3 +125,7 @@ class LocalTopology:
 
     async def describe_elsewhere(self, transactional_id: str, description):
         return description              # no other broker coordinates anything
+
+    async def add_partitions_elsewhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                       partitions) -> ErrorCode:
+        return ErrorCode.NOT_COORDINATOR    # no other broker coordinates anything

@@ -151,10 +151,22 @@ class TransactionService:
             transactional_id, timeout_ms, producer_id, producer_epoch, now_ms=now))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions) -> TxnResult:
+                             partitions, *, tv2: bool = False) -> TxnResult:
         await self.state_topic()
         return await self._run(lambda now: self.coordinator.add_partitions(
-            transactional_id, producer_id, producer_epoch, partitions, now))
+            transactional_id, producer_id, producer_epoch, partitions, now, tv2=tv2))
+
+    async def add_implicitly(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions) -> ErrorCode:
+        """Transactions v2's implicit AddPartitionsToTxn, for a partition leader taking a
+        Produce v12 or TxnOffsetCommit v5 of a transaction: this broker's coordinator when it
+        owns the id, else the broker that does (AddPartitionsToTxn v5, as Kafka's
+        AddPartitionsToTxnManager)."""
+        result = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, tv2=True)
+        if result.error != ErrorCode.NOT_COORDINATOR:
+            return result.error
+        return await self.topology.add_partitions_elsewhere(transactional_id, producer_id, producer_epoch,
+                                                            partitions)
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> TxnResult:
@@ -165,10 +177,10 @@ class TransactionService:
             transactional_id, producer_id, producer_epoch, group_id, partition, now))
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      commit: bool) -> TxnResult:
+                      commit: bool, *, tv2: bool = False) -> TxnResult:
         await self.state_topic()
         return await self._run(lambda now: self.coordinator.end_txn(
-            transactional_id, producer_id, producer_epoch, commit, now))
+            transactional_id, producer_id, producer_epoch, commit, now, tv2=tv2))
 
     # -- reads (DescribeTransactions, ListTransactions) ---------------------------------
     def describe_transactions(self, transactional_ids) -> list[TxnDescription]:
@@ -294,9 +306,10 @@ class TransactionService:
         try:
             conn = await self.cluster.open_peer(broker_id, f"kwire-txn-{self.cluster.node_id}", REPLICATION_WAIT_S)
             try:
-                response = await conn.request(27, 1, markers=[{
+                response = await conn.request(27, 2, markers=[{
                     "producer_id": markers.producer_id, "producer_epoch": markers.producer_epoch,
                     "transaction_result": markers.commit, "coordinator_epoch": markers.coordinator_epoch,
+                    "transaction_version": markers.transaction_version,
                     "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}])
             finally:
                 await conn.aclose()

@@ -21,7 +21,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from kafka.protocol.admin import DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.admin import (
+    DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest, UpdateFeaturesRequest,
+)
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 from kafka.protocol.producer import (
@@ -133,6 +135,33 @@ def txn_batch(pid: int, epoch: int, sequence: int, n: int = 3, *, transactional:
     for i in range(n):
         builder.append(i, timestamp=now, key=None, value=f"{label}-{sequence + i}".encode(), headers=[])
     return bytes(builder.build())
+
+
+def produce_v12(conn: Conn, tid: str, topic: str, partition: int, records: bytes):
+    """Transactions v2's Produce: no AddPartitionsToTxn before it."""
+    R = ProduceRequest[12]
+    r = conn.call(R(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[
+        R.TopicProduceData(name=topic, partition_data=[
+            R.TopicProduceData.PartitionProduceData(index=partition, records=records)])]))
+    return r.responses[0].partition_responses[0]
+
+
+def end_v5(conn: Conn, tid: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    """(error code, producer id, producer epoch) of an EndTxn v5."""
+    r = conn.call(EndTxnRequest[5](transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit))
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def upgrade_to_tv2(conn: Conn) -> None:
+    U = UpdateFeaturesRequest[1]
+    r = conn.call(U(timeout_ms=10_000, validate_only=False, feature_updates=[
+        U.FeatureUpdateKey(feature="transaction.version", max_version_level=2, upgrade_type=1)]))
+    assert r.error_code == 0, r
+
+
+def finalized_tv(conn: Conn) -> int:
+    r = conn.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+    return {f.name: f.max_version_level for f in r.finalized_features}.get("transaction.version", 0)
 
 
 def assert_still_serving(bootstrap: str, conn: Conn | None = None) -> None:
@@ -683,6 +712,28 @@ def test_on_a_cluster_each_broker_answers_for_what_it_coordinates_and_replicates
         assert txn_conn.end_txn(zid, zpid, successor, commit=True) == 0
         assert wait_for(lambda: committed_offsets(group_conn, group, topic, require_stable=True) == {
             0: 7, 1: -1, 2: -1}, 30, "the successor's offsets, and only them")
+
+        # transactions v2: each leader adds its partition at the id's coordinator on another
+        # broker (AddPartitionsToTxn v5 between brokers); the bumped epoch fences a late write
+        upgrade_to_tv2(conns[1])
+        wait_for(lambda: all(finalized_tv(c) == 2 for c in conns.values()), 30, "transaction.version 2 everywhere")
+        vid = next(t for t in (name("v2") for _ in range(1000))
+                   if any(states[p]["leader"] != txn_states[partition_for(t, len(txn_states))]["leader"]
+                          for p in range(3)))
+        v2_coordinator = conns[txn_states[partition_for(vid, len(txn_states))]["leader"]]
+        r = v2_coordinator.init(vid, version=4)
+        assert r.error_code == 0
+        vpid, vepoch = r.producer_id, r.producer_epoch
+        for p in range(3):
+            part = produce_v12(conns[states[p]["leader"]], vid, topic, p, txn_batch(vpid, vepoch, 0, label=f"v2p{p}"))
+            assert part.error_code == 0, (p, part)
+        assert end_v5(v2_coordinator, vid, vpid, vepoch, True) == (0, vpid, vepoch + 1)
+        for p in range(3):
+            late = produce_v12(conns[states[p]["leader"]], vid, topic, p, txn_batch(vpid, vepoch, 3))
+            assert late.error_code == E.INVALID_PRODUCER_EPOCH, (p, late)
+        got = read(cluster.bootstrap, topic, committed=True, expect=24, partitions=(0, 1, 2))
+        assert sorted(v for v in got if v.startswith(b"v2p")) == sorted(
+            f"v2p{p}-{i}".encode() for p in range(3) for i in range(3))
         for conn in conns.values():
             conn.sock.close()
     finally:
