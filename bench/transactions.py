@@ -795,6 +795,12 @@ def parse_args(argv: list[str] | None):
                          "cores, so do not quote rates from such a run")
     ap.add_argument("--keep-data", action="store_true")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
+    ap.add_argument("--protocol", action="store_true",
+                    help="instead of T1-T4: transactions v1 against v2 (KIP-890) with a "
+                         "protocol-level producer (bench/txn_protocol.py); uses --txns, "
+                         "--records-per-txn, --repeat and --brokers (Tansu runs v1)")
+    ap.add_argument("--txns", type=int, default=2000,
+                    help="transactions per --protocol run (default 2000)")
     args = ap.parse_args(argv)
     brokers = parse_brokers(ap, args.brokers)
     if args.records_per_txn < 1:
@@ -815,8 +821,62 @@ def _changed_files() -> list[str] | None:
     return [line[3:] for line in out.splitlines()]
 
 
+def protocol_main(args, brokers: list[str], run_dir: Path) -> int:
+    """--protocol: v1 and v2 transactions in turns on kwire (v2 after the upgrade), v1 on the
+    others; medians over --repeat rounds, and the broker's CPU per transaction."""
+    import txn_protocol
+    results: dict = {}
+    for name in brokers:
+        b, out = start_broker(name, args, run_dir, [])
+        if b is None:
+            results[name] = out
+            continue
+        versions = (1, 2) if name == "kwire" else (1,)
+        try:
+            if 2 in versions:
+                txn_protocol.upgrade_to_tv2(b.bootstrap)
+            runs: dict[int, list] = {v: [] for v in versions}
+            for rep in range(args.repeat):
+                for v in versions:
+                    topic = f"txn-proto-v{v}-r{rep}"
+                    txn_protocol.create_topic(b.bootstrap, topic)
+                    cpu0 = b.cpu_seconds()
+                    res = txn_protocol.run(b.bootstrap, topic, v, args.txns, args.records_per_txn,
+                                           timeout_s=args.timeout)
+                    cpu1 = b.cpu_seconds()
+                    if cpu0 is not None and cpu1 is not None:
+                        res["broker_cpu_us_per_txn"] = round((cpu1 - cpu0) / args.txns * 1e6, 1)
+                    log(f"{name}: transactions v{v} round {rep + 1}: {res}")
+                    runs[v].append(res)
+        finally:
+            out["stop"] = b.stop()
+        results[name] = {v: runs[v] for v in versions}
+    print("Transactions at the protocol level (one producer, one request at a time): median of the rounds")
+    base = None
+    for name, by_version in results.items():
+        if not isinstance(by_version, dict) or "ok" in by_version:
+            print(f"  {name}: did not run ({by_version.get('error')})")
+            continue
+        for v, rs in by_version.items():
+            med = lambda key: sorted(r[key] for r in rs if r.get(key) is not None)[len(rs) // 2] if rs else None  # noqa: E731
+            rate = med("txns_per_s")
+            if name == "kwire" and v == 1:
+                base = rate
+            ratio = f" (kwire v2/v1 x{rate / base:.2f})" if name == "kwire" and v == 2 and base else ""
+            print(f"  {name:6} v{v}: {rate} txn/s{ratio}, p50 {med('p50_ms')} ms, p99 {med('p99_ms')} ms, "
+                  f"{rs[0]['round_trips_per_txn']} round trips, broker CPU {med('broker_cpu_us_per_txn')} us/txn")
+    (run_dir / "protocol.json").write_text(json.dumps(results, indent=2, default=str))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args, brokers = parse_args(argv)
+    if args.protocol:
+        run_dir = Path(args.results_dir) / (_dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-txn-protocol")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return protocol_main(args, brokers, run_dir)
     run_id = (_dt.datetime.now().strftime("%Y%m%d-%H%M%S")
               + ("-quick" if args.quick else "") + "-txn")
     run_dir = Path(args.results_dir) / run_id
