@@ -1,6 +1,8 @@
 """The harness itself: CLI, JSON, the HTML report, allow-list parsing, timeouts."""
 import json
 
+import pytest
+
 import kwire.testing
 from kwire.compat_tests import cli, report
 from kwire.compat_tests.runner import CLIENTS, run_matrix
@@ -89,3 +91,21 @@ def test_report_end_to_end_against_a_running_broker(tmp_path):
     assert data["client_versions"]["kafka-python"].startswith("kafka-python ")
     page = out.read_text()
     assert f"Produce v{cell['apis']['Produce'][0]}" in page and "Apache Kafka 4.2" in page
+
+
+def test_report_against_tansu(tmp_path):
+    """The report against the reference broker in every CI run (the whole differential matrix
+    against Tansu runs with --reference): one client, one scenario, and the versions table."""
+    from kwire.compat_tests import reference
+    out = tmp_path / "tansu.html"
+    try:
+        with reference.tansu() as bootstrap:
+            rc = cli.main(["-q", "--against", bootstrap, "--name", "tansu", "--clients", "kafka-python",
+                           "--scenarios", "round_trip", "--report", str(out)])
+    except reference.ReferenceUnavailable as exc:
+        pytest.skip(f"Tansu unavailable: {exc}")
+    data = json.loads((tmp_path / "tansu.json").read_text())
+    assert rc == 0 and data["results"][0]["status"] == "pass", data["results"]
+    rows = {r["name"]: r for r in data["api_versions"]["rows"]}
+    assert rows["Produce"]["broker"] and rows["Produce"]["kafka"] == [0, 13]
+    assert "tansu" in out.read_text()
