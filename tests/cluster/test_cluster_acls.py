@@ -414,3 +414,34 @@ def test_a_sasl_users_acls_reach_every_broker(tmp_path):
         grant(ResourceType.TOPIC, "alices", AclOperation.READ)
         assert [consume(cluster, b, "alices", login("alice", b)) for b in (1, 2, 3)] == \
             [[b"record-0"], [b"record-1"], [b"record-2"]]
+
+
+def client_metrics_on(cluster, broker: int, name: str) -> dict[str, str]:
+    """What broker ``broker`` alone answers to DescribeConfigs of client-metrics ``name``."""
+    from kafka.protocol.admin import DescribeConfigsRequest as R
+    response = send_request(cluster.broker(broker).bootstrap, R[4](resources=[R.DescribeConfigsResource(
+        resource_type=16, resource_name=name, configuration_keys=None)], include_synonyms=False,
+        include_documentation=False)).to_dict()
+    result, = response["results"]
+    return {c["name"]: c["value"] for c in result["configs"]} if result["error_code"] == 0 else {}
+
+
+def test_client_metrics_subscriptions_set_on_one_broker_reach_every_broker_and_zookeeper(cluster, zk):
+    """Client telemetry's subscriptions (KIP-714) in ZooKeeper-era Kafka's layout, sharing this
+    module's cluster: /config/client-metrics/<name>, read by every broker."""
+    from kafka.admin import AlterConfigOp, ConfigResource, KafkaAdminClient
+    name = "slow-consumers"
+    wanted = {"metrics": "org.apache.kafka.consumer.fetch", "interval.ms": "2000"}
+    with KafkaAdminClient(bootstrap_servers=cluster.broker(3).bootstrap) as admin:
+        result = admin.alter_configs([ConfigResource("CLIENT_METRICS", name, {
+            k: (AlterConfigOp.SET, v) for k, v in wanted.items()})], incremental=True)
+        assert result["client_metrics"][name] == "OK", result
+        wait_everywhere(cluster, lambda i: {k: client_metrics_on(cluster, i, name).get(k) for k in wanted} == wanted,
+                        "the subscription on every broker", timeout=10)
+        data, _ = zk.get(f"/config/client-metrics/{name}")
+        assert json.loads(data)["config"] == wanted
+        result = admin.alter_configs([ConfigResource("CLIENT_METRICS", name, {
+            k: (AlterConfigOp.DELETE, None) for k in wanted})], incremental=True)
+        assert result["client_metrics"][name] == "OK", result
+    wait_everywhere(cluster, lambda i: not client_metrics_on(cluster, i, name).get("metrics"), "its removal",
+                    timeout=10)
