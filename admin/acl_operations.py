@@ -223,8 +223,13 @@ API_ACLS: dict[int, tuple[AclCheck, ...]] = {
     84: _INTER_BROKER,  # ReadShareGroupState
     85: _INTER_BROKER,  # WriteShareGroupState
     86: _INTER_BROKER,  # DeleteShareGroupState
+    87: _INTER_BROKER,  # ReadShareGroupStateSummary
     90: (AclCheck(Op.DESCRIBE, R.GROUP, _GROUP_E, D.ENTRY),  # DescribeShareGroupOffsets
          AclCheck(Op.DESCRIBE, R.TOPIC, _TOPIC_E, D.ENTRY)),
+    91: (AclCheck(Op.READ, R.GROUP, _GROUP_E, D.REQUEST),  # AlterShareGroupOffsets
+         AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
+    92: (AclCheck(Op.DELETE, R.GROUP, _GROUP_E, D.REQUEST),  # DeleteShareGroupOffsets
+         AclCheck(Op.READ, R.TOPIC, _TOPIC_E, D.ENTRY)),
 }
 
 

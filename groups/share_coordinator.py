@@ -234,15 +234,18 @@ class ShareCoordinator:
         return ShareOutcome(records, sp)
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                batches: list[tuple[int, int]], max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
+                batches: list[tuple[int, int]], max_records: int, now_ms: int,
+                record_limit: bool = False) -> list[tuple[int, int, int]]:
         """Acquisition is not persisted (as in Kafka): a crash makes the records available again."""
-        return self._shares.acquire(group_id, member_id, topic_id, partition, batches, max_records, now_ms)
+        return self._shares.acquire(group_id, member_id, topic_id, partition, batches, max_records, now_ms,
+                                    record_limit)
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                    batches: list[tuple[int, int, list[int]]]) -> ShareOutcome:
+                    batches: list[tuple[int, int, list[int]]], now_ms: int = 0) -> ShareOutcome:
         """Apply the acknowledgement batches of one partition; result: an ErrorCode.  Each
-        batch is all or nothing; the first failing one is the partition's error."""
-        records, error = self._shares.acknowledge(group_id, member_id, topic_id, partition, batches)
+        batch is all or nothing; the first failing one is the partition's error.  A renew
+        (type 4) restarts the records' locks at ``now_ms``."""
+        records, error = self._shares.acknowledge(group_id, member_id, topic_id, partition, batches, now_ms)
         return ShareOutcome(records, error)
 
     # -- cluster mode: what follows leadership ------------------------------------------
@@ -283,6 +286,19 @@ class ShareCoordinator:
 
     def list_groups(self) -> list[ShareGroup]:
         return [g for g in self.groups.values() if g.state is not D]
+
+    def check_empty(self, group_id: str) -> ErrorCode:
+        """Whether a group's share-partitions may be altered or deleted (Alter/DeleteShareGroupOffsets):
+        GROUP_ID_NOT_FOUND for no share group, NON_EMPTY_GROUP while it has members."""
+        group = self.describe(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE
+
+    def reset_partition(self, key: tuple[str, uuid.UUID, int], start_offset: int | None) -> ShareOutcome:
+        """A share-partition afresh at ``start_offset`` (None: forgotten); records: its snapshot
+        or tombstone.  The caller checked ``check_empty``."""
+        return ShareOutcome(self._shares.reset(key, start_offset))
 
     def delete_group(self, group_id: str, assigned: bool = False) -> ShareOutcome:
         """Result: an ErrorCode.  Only an empty group is deleted, with its share-partitions'

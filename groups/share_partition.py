@@ -9,7 +9,9 @@ acquired) are *in flight*, each in one state:
     ACKNOWLEDGED  processed (ACCEPT): never delivered again
     ARCHIVED      rejected, a gap, or delivered ``delivery_count_limit`` times: never again
 
-``TRANSITIONS`` is the table of every allowed change.  Each acquisition counts one
+``TRANSITIONS`` is the table of every allowed change.  A renew (acknowledge type 4, Kafka
+4.2's ShareFetch/ShareAcknowledge v2) keeps a record ACQUIRED by its member and restarts its
+acquisition lock.  Each acquisition counts one
 delivery; a record released (RELEASE, lock expiry, its member leaving) after its last
 allowed delivery is archived instead of made available.  The SPSO moves over the prefix of
 acknowledged/archived records, which are then forgotten.  At most
@@ -41,6 +43,7 @@ class AckType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4          # version 2+: keep the records, restart their acquisition lock
 
 
 A, Q, K, X = RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
@@ -52,11 +55,13 @@ TRANSITIONS: dict[tuple[RecordState, str], RecordState] = {
     (Q, "release"): A,
     (Q, "reject"): X,
     (Q, "gap"): X,
+    (Q, "renew"): Q,
     (Q, "expire"): A,
     (Q, "member_gone"): A,
     (A, "skip"): X,        # below the log start offset (retention): nothing to deliver
 }
-ACK_EVENTS = {AckType.GAP: "gap", AckType.ACCEPT: "accept", AckType.RELEASE: "release", AckType.REJECT: "reject"}
+ACK_EVENTS = {AckType.GAP: "gap", AckType.ACCEPT: "accept", AckType.RELEASE: "release", AckType.REJECT: "reject",
+              AckType.RENEW: "renew"}
 TERMINAL = (K, X)
 
 
@@ -171,12 +176,14 @@ class SharePartition:
         return True
 
     def acquire(self, member_id: str, batches: list[tuple], max_records: int,
-                now_ms: int) -> list[tuple[int, int, int]]:
+                now_ms: int, record_limit: bool = False) -> list[tuple[int, int, int]]:
         """Acquire for ``member_id`` the available records inside the log ``batches`` read
         ((base_offset, last_offset[, is_control]) each, ascending; a control batch, a
         transaction marker, is archived, never delivered): redeliveries come as they lie,
         new records (from the SPEO) in whole batches while under ``max_records`` and the
-        record-lock limit.  Returns (first_offset, last_offset, delivery_count) ranges."""
+        record-lock limit (``record_limit``, ShareAcquireMode 1: never more than
+        ``max_records``, so a batch may be taken in part).  Returns (first_offset,
+        last_offset, delivery_count) ranges."""
         deadline = now_ms + self.limits.record_lock_duration_ms
         taken: list[tuple[int, int]] = []           # (offset, delivery_count)
         for base, last, *control in batches:
@@ -191,10 +198,12 @@ class SharePartition:
             for offset in range(self.speo, max(base, self.speo)):   # offsets the log no longer has
                 self.records[offset] = InFlight(X, 0)
             for offset in range(max(base, self.speo), last + 1):
+                if record_limit and len(taken) >= max_records:
+                    break
                 rec = self.records[offset] = InFlight(X if control and control[0] else A, 0)
                 if rec.state is A:
                     self._take(offset, rec, member_id, deadline, taken)
-            self.speo = last + 1
+                self.speo = offset + 1
         self._advance()
         return _ranges(taken)
 
@@ -206,9 +215,11 @@ class SharePartition:
             self._earliest_deadline = deadline
         taken.append((offset, rec.delivery_count))
 
-    def acknowledge(self, member_id: str, first_offset: int, last_offset: int, types: list[int]) -> None:
+    def acknowledge(self, member_id: str, first_offset: int, last_offset: int, types: list[int],
+                    now_ms: int = 0) -> None:
         """Apply one acknowledgement batch; all or nothing.  ``types`` holds one type for the
-        whole range or one per offset.  Raises InvalidRequest or InvalidRecordState."""
+        whole range or one per offset; a renew restarts the lock at ``now_ms``.  Raises
+        InvalidRequest or InvalidRecordState."""
         count = last_offset - first_offset + 1
         if count <= 0 or len(types) not in (1, count):
             raise InvalidRequest(f"bad acknowledgement batch {first_offset}-{last_offset} ({len(types)} types)")
@@ -224,6 +235,8 @@ class SharePartition:
             plan.append((offset, rec, events[i if len(events) > 1 else 0]))
         for offset, rec, event in plan:
             self._move(offset, rec, event)
+            if event == "renew":      # later than the old deadline: _earliest_deadline stays a bound
+                rec.lock_deadline_ms = now_ms + self.limits.record_lock_duration_ms
         self._advance()
 
     def release_member(self, member_id: str) -> bool:
@@ -296,3 +309,10 @@ def persisted_lag(state: ShareState, high_watermark: int) -> int:
     done = sum(max(0, min(b.last_offset + 1, high_watermark) - max(b.first_offset, state.start_offset))
                for b in state.batches if b.delivery_state in (P_ACKNOWLEDGED, P_ARCHIVED))
     return max(0, high_watermark - state.start_offset - done)
+
+
+def delivery_complete_count(state: ShareState) -> int:
+    """The offsets at or above the start offset whose delivery is complete (acknowledged or
+    archived), from persisted state: ReadShareGroupStateSummary v1's DeliveryCompleteCount."""
+    return sum(max(0, b.last_offset + 1 - max(b.first_offset, state.start_offset))
+               for b in state.batches if b.delivery_state in (P_ACKNOWLEDGED, P_ARCHIVED))

@@ -48,13 +48,14 @@ class SharePartitions:
         return records, sp
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                batches: list[tuple[int, int]], max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
+                batches: list[tuple[int, int]], max_records: int, now_ms: int,
+                record_limit: bool = False) -> list[tuple[int, int, int]]:
         """Acquisition is not persisted (as in Kafka): a crash makes the records available again."""
         sp = self.partitions[(group_id, topic_id, partition)]
-        return sp.acquire(member_id, batches, max_records, now_ms)
+        return sp.acquire(member_id, batches, max_records, now_ms, record_limit)
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                    batches: list[tuple[int, int, list[int]]]) -> tuple[list, ErrorCode]:
+                    batches: list[tuple[int, int, list[int]]], now_ms: int = 0) -> tuple[list, ErrorCode]:
         """(records, error) of the acknowledgement batches of one partition.  Each batch is all
         or nothing; the first failing one is the partition's error."""
         key = (group_id, topic_id, partition)
@@ -64,7 +65,7 @@ class SharePartitions:
         error = ErrorCode.NONE
         for first, last, types in batches:
             try:
-                sp.acknowledge(member_id, first, last, list(types))
+                sp.acknowledge(member_id, first, last, list(types), now_ms)
             except InvalidRequest:
                 error = error or ErrorCode.INVALID_REQUEST
             except InvalidRecordState:
@@ -96,6 +97,19 @@ class SharePartitions:
 
     def unload_partition(self, key: Key) -> None:
         self.partitions.pop(key, None)
+
+    def reset(self, key: Key, start_offset: int | None) -> list:
+        """AlterShareGroupOffsets (``start_offset``) and DeleteShareGroupOffsets (None) of an
+        empty group: the share-partition starts afresh at ``start_offset`` with nothing in
+        flight and the next state epoch, or is forgotten (initialized again from
+        share.auto.offset.reset on its next fetch); its snapshot or tombstone, none when
+        there is nothing to delete."""
+        old = self.partitions.pop(key, None)
+        if start_offset is None:
+            return [] if old is None else [(encode_key(SNAPSHOT_KEY, *key), None)]
+        sp = self.partitions[key] = SharePartition(self.limits(key[0]), start_offset,
+                                                   0 if old is None else old.state_epoch + 1)
+        return [self.snapshot(key, sp)]
 
     def delete_group(self, group_id: str, assigned=()) -> list:
         """Forget the group's configs and share-partitions, those here and (``assigned``:

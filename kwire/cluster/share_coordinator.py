@@ -19,7 +19,9 @@ snapshot: Kafka's leader sends the changed batches, its coordinator writes Share
 records and snapshots now and then); a share-partition is initialized by its first write
 (InitializeShareGroupState is served but the leader does not send it); a write whose leader
 epoch is older than the state's is refused (FENCED_LEADER_EPOCH), and a read with a newer
-epoch raises the state's (in memory), which fences a demoted leader still running.
+epoch raises the state's (in memory), which fences a demoted leader still running; a write
+whose state epoch is older than the state's is refused (FENCED_STATE_EPOCH): the state was
+set afresh by Alter/DeleteShareGroupOffsets since the leader loaded it.
 """
 from __future__ import annotations
 
@@ -123,6 +125,8 @@ class ShareStateStore:
             old = self.states.get(key)
             if state is not None and old is not None and 0 <= state.leader_epoch < old.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
+            if state is not None and old is not None and state.state_epoch < old.state_epoch:
+                return ErrorCode.FENCED_STATE_EPOCH          # its offsets were altered since
             plog = self.broker.logs.get(SHARE_STATE_TOPIC).partitions[p]
             now = self.broker.clock.now_ms()
             builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,

@@ -22,7 +22,7 @@ import trio
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.internal_topics import SHARE_STATE_TOPIC
 from kwire.groups.share_partition import persisted_lag
-from kwire.groups.share_records import decode_key, decode_value
+from kwire.groups.share_records import ShareState, decode_key, decode_value
 
 from kwire.services.share_state import UNKNOWN, Key
 from kwire.cluster.share_coordinator import Persister, ShareStateStore
@@ -91,7 +91,8 @@ class PersistedShareStates:
             except KafkaApiError as exc:
                 logger.warning("share state of %s not written: %s %s", pkey, exc.code.name, exc.message)
                 failed[pkey] = exc.code
-                if exc.code == ErrorCode.FENCED_LEADER_EPOCH:     # a newer leader has it: drop ours
+                # a newer leader has it, or its offsets were altered or deleted: drop ours
+                if exc.code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
                     self._unload(pkey)
         return failed
 
@@ -101,6 +102,19 @@ class PersistedShareStates:
         if state is None or state.start_offset < 0:
             return UNKNOWN, UNKNOWN
         return state.start_offset, persisted_lag(state, high_watermark)
+
+    async def reset(self, key: Key, start_offset: int | None) -> None:
+        """At the share coordinator, with the next state epoch (a leader still holding the old
+        state is fenced on its next write, FENCED_STATE_EPOCH, and loads the new one)."""
+        old = await self.persister.read(key, -1)
+        self._unload(key)
+        if start_offset is None:
+            if old is not None:
+                await self.persister.write(key, None)
+            return
+        state = ShareState(0, 0 if old is None else old.state_epoch + 1, -1 if old is None else old.leader_epoch,
+                           start_offset, ())
+        await self.persister.write(key, state)
 
     def follow_leadership(self, led: set) -> None:
         """Also follow the leadership of the __share_group_state partitions as their share

@@ -1,9 +1,15 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
 ShareAcknowledge (79), at versions 0 (Kafka 4.0's early access: the Java 4.0 client's
-KafkaShareConsumer) and 1 (Kafka 4.1+'s first stable version, what librdkafka sends).  They differ
-in who names a member (v0: the coordinator, in Kafka's Uuid form, see ``new_member_id``; v1: the
-client) and in ShareFetch's limits (v0: PartitionMaxBytes; v1: MaxRecords, BatchSize and the
-response's AcquisitionLockTimeoutMs).
+KafkaShareConsumer) and 1 (Kafka 4.1+'s first stable version, what librdkafka sends); ShareFetch
+and ShareAcknowledge also at 2 (Kafka 4.2).  They differ in who names a member (v0: the
+coordinator, in Kafka's Uuid form, see ``new_member_id``; v1: the client) and in ShareFetch's
+limits (v0: PartitionMaxBytes; v1: MaxRecords, BatchSize and the response's
+AcquisitionLockTimeoutMs).  Version 2 adds ShareFetch's ShareAcquireMode (1, record-limit: never
+more than MaxRecords records acquired, a batch taken in part) and, on both, IsRenewAck: the
+acknowledgements may hold type 4, Renew, which keeps records acquired and restarts their
+acquisition lock (a type 4 without IsRenewAck is INVALID_REQUEST for its partition).  A renewing
+ShareFetch fetches nothing: its MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0
+(INVALID_REQUEST otherwise).  ShareAcknowledge v2 answers the AcquisitionLockTimeoutMs.
 
 Served by ``kwire.services.shares``; advertised only when ``group.share.enable`` is true and
 ``share`` is in ``group.coordinator.rebalance.protocols``; in cluster mode membership is
@@ -114,16 +120,27 @@ async def handle_share_group_describe(ctx, request):
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def _acks(topics) -> dict:
-    """{(topic_id, partition): [(first, last, types), ...]} of a request's acknowledgement batches."""
-    acks = {}
+RENEW = 4            # AcknowledgeType Renew (version 2+, with IsRenewAck)
+
+
+def _acks(topics, renew: bool = False) -> tuple[dict, set]:
+    """({(topic_id, partition): [(first, last, types), ...]} of a request's acknowledgement
+    batches, the partitions refused for a Renew the request did not announce with ``renew``)."""
+    acks, bad = {}, set()
     for t in topics or ():
         for p in t.partitions:
             batches = [(b.first_offset, b.last_offset, list(b.acknowledge_types))
                        for b in p.acknowledgement_batches or ()]
-            if batches:
-                acks[(_uuid(t.topic_id), p.partition_index)] = batches
-    return acks
+            key = (_uuid(t.topic_id), p.partition_index)
+            if not renew and any(RENEW in types for _f, _l, types in batches):
+                bad.add(key)
+            elif batches:
+                acks[key] = batches
+    return acks, bad
+
+
+def _renew_ack(ctx, request) -> bool:
+    return ctx.api_version >= 2 and bool(request.is_renew_ack)
 
 
 def _uuid(value) -> uuid.UUID:
@@ -136,7 +153,19 @@ def _leader(ctx, topic_id, partition) -> dict:
     return {"leader_id": leader_id, "leader_epoch": leader_epoch}
 
 
-@handles(78, 0, 1, enabled=enabled)
+def _invalid_v2_fetch(ctx, request) -> str | None:
+    """Why a version 2 ShareFetch is INVALID_REQUEST, or None."""
+    if ctx.api_version < 2:
+        return None
+    if request.share_acquire_mode not in (0, 1):
+        return f"unknown ShareAcquireMode {request.share_acquire_mode}"
+    if request.is_renew_ack and (request.max_wait_ms or request.min_bytes or request.max_bytes
+                                 or request.max_records):
+        return "a renewing ShareFetch has MaxWaitMs, MinBytes, MaxBytes and MaxRecords 0"
+    return None
+
+
+@handles(78, 0, 2, enabled=enabled)
 async def handle_share_fetch(ctx, request):
     shares = service(ctx)
     base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": [],
@@ -148,14 +177,20 @@ async def handle_share_fetch(ctx, request):
     max_records = request.max_records if ctx.api_version >= 1 else -1
     if denied(ctx, READ, GROUP, group_id):
         return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
+    invalid = _invalid_v2_fetch(ctx, request)
+    if invalid:
+        return dict(base, error_code=int(ErrorCode.INVALID_REQUEST), error_message=invalid)
+    record_limit = ctx.api_version >= 2 and request.share_acquire_mode == 1
     try:
         session = shares.check_session(group_id, member_id, epoch, requested, forgotten)
     except KafkaApiError as exc:
         return dict(base, error_code=int(exc.code), error_message=exc.message)
     refused = _refused_topics(ctx, session.partitions if session is not None else
                               {(tid, p) for tid, parts in requested for p in parts})
-    acks = {k: v for k, v in _acks(request.topics).items() if k[0] not in refused}
+    acks, bad = _acks(request.topics, _renew_ack(ctx, request))
+    acks = {k: v for k, v in acks.items() if k[0] not in refused}
     ack_errors = await shares.acknowledge(group_id, member_id, acks) if acks else {}
+    ack_errors.update((k, ErrorCode.INVALID_REQUEST) for k in bad if k[0] not in refused)
     entries: dict[tuple, dict] = {}
 
     def entry(topic_id, partition) -> dict:
@@ -179,7 +214,7 @@ async def handle_share_fetch(ctx, request):
         deadline = trio.current_time() + max_wait / 1000
         while True:
             got = await _fetch_once(ctx, shares, group_id, member_id, session, request.max_bytes, max_records,
-                                    entry, refused)
+                                    entry, refused, record_limit)
             if got or trio.current_time() >= deadline or not shares.member_known(group_id, member_id):
                 break
             names = [(ctx.broker.logs.topics_by_id[tid].name, p) for tid, p in session.partitions
@@ -205,7 +240,7 @@ def _refused_topics(ctx, partitions) -> set:
 
 
 async def _fetch_once(ctx, shares, group_id, member_id, session, max_bytes: int, max_records: int, entry,
-                      refused=frozenset()) -> bool:
+                      refused=frozenset(), record_limit: bool = False) -> bool:
     budget = max_bytes if max_bytes > 0 else 0x7FFFFFFF
     max_records = max_records if max_records > 0 else 500
     got = False
@@ -217,7 +252,8 @@ async def _fetch_once(ctx, shares, group_id, member_id, session, max_bytes: int,
         if topic_id in refused:
             continue
         try:
-            data, ranges = await shares.acquire(group_id, member_id, topic_id, partition, budget, max_records)
+            data, ranges = await shares.acquire(group_id, member_id, topic_id, partition, budget, max_records,
+                                                record_limit)
         except KafkaApiError as exc:
             e = entry(topic_id, partition)
             e["error_code"], e["error_message"] = int(exc.code), exc.message
@@ -236,11 +272,12 @@ async def _fetch_once(ctx, shares, group_id, member_id, session, max_bytes: int,
     return got
 
 
-@handles(79, 0, 1, enabled=enabled)
+@handles(79, 0, 2, enabled=enabled)
 async def handle_share_acknowledge(ctx, request):
     shares = service(ctx)
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
-    base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": []}
+    base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": [],
+            "acquisition_lock_timeout_ms": shares.coordinator.limits(group_id).record_lock_duration_ms}
     if denied(ctx, READ, GROUP, group_id):
         return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), error_message=None)
     if epoch == 0:
@@ -250,10 +287,11 @@ async def handle_share_acknowledge(ctx, request):
         session = shares.check_session(group_id, member_id, epoch, [], [])
     except KafkaApiError as exc:
         return dict(base, error_code=int(exc.code), error_message=exc.message)
-    acks = _acks(request.topics)
-    refused = _refused_topics(ctx, acks)
+    acks, bad = _acks(request.topics, _renew_ack(ctx, request))
+    refused = _refused_topics(ctx, set(acks) | bad)
     errors = await shares.acknowledge(group_id, member_id, {k: v for k, v in acks.items() if k[0] not in refused})
-    errors.update({k: ErrorCode.TOPIC_AUTHORIZATION_FAILED for k in acks if k[0] in refused})
+    errors.update({k: ErrorCode.INVALID_REQUEST for k in bad})
+    errors.update({k: ErrorCode.TOPIC_AUTHORIZATION_FAILED for k in set(acks) | bad if k[0] in refused})
     if session is None:
         await shares.release_member(group_id, member_id)
     by_topic: dict = {}

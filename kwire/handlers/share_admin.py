@@ -1,5 +1,7 @@
 """DescribeShareGroupOffsets (90, v0-1): where each share-partition of a share group starts,
-and (v1, KIP-1226) its lag.
+and (v1, KIP-1226) its lag; AlterShareGroupOffsets (91, v0) and DeleteShareGroupOffsets (92, v0):
+set where they start, or delete their state (``kafka-share-groups.sh --reset-offsets`` /
+``--delete-offsets``, ``Admin.alterShareGroupOffsets`` / ``deleteShareGroupOffsets``).
 
 Where each share-partition's state is read from is the share service's (``ShareStates``):
 on a single node the share-partitions are this broker's.  In a cluster the request goes to
@@ -18,6 +20,17 @@ GROUP_ID_NOT_FOUND for the group.
 
 ACLs, as Kafka's KafkaApis: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED for that
 group), DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED on its partitions).
+
+Alter and Delete act only on an empty share group, as Kafka: the request's error is
+NOT_COORDINATOR off the group's coordinator, GROUP_ID_NOT_FOUND for an id that is no share
+group, NON_EMPTY_GROUP while it has members.  Alter sets each partition's share-partition start
+offset, the next record delivered, and forgets what was in flight (delivery counts too); Delete
+removes the share-partitions' state of each topic, so their next fetch initializes them again
+from share.auto.offset.reset.  Either writes the next state epoch, so a share-partition leader
+still holding the old state is fenced (FENCED_STATE_EPOCH) and loads the new one.  Errors are
+per partition (Alter) or per topic (Delete): UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED,
+INVALID_REQUEST for a negative start offset, or the persister's.  ACLs, as Kafka's KafkaApis:
+READ (Alter) or DELETE (Delete) on the group for the request, READ on each topic.
 """
 from __future__ import annotations
 
@@ -25,7 +38,7 @@ from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
 from kwire.services.shares import enabled
-from kwire.handlers.authz_groups import DESCRIBE, GROUP, TOPIC, acls_on, denied, unauthorized
+from kwire.handlers.authz_groups import DELETE, DESCRIBE, GROUP, READ, TOPIC, acls_on, denied, unauthorized
 
 UNKNOWN = -1
 
@@ -102,3 +115,76 @@ async def _describe_group(ctx, group) -> dict:
 @handles(90, 0, 1, enabled=enabled)
 async def handle_describe_share_group_offsets(ctx, request):
     return {"throttle_time_ms": 0, "groups": [await _describe_group(ctx, g) for g in request.groups or ()]}
+
+
+def _refused(ctx, names) -> set:
+    return set(unauthorized(ctx, READ, TOPIC, list(names))) if acls_on(ctx) and names else set()
+
+
+@handles(91, 0, 0, enabled=enabled)
+async def handle_alter_share_group_offsets(ctx, request):
+    base = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": []}
+    group_id = request.group_id or ""
+    if not group_id:
+        return dict(base, error_code=int(ErrorCode.INVALID_GROUP_ID))
+    if denied(ctx, READ, GROUP, group_id):
+        return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    refused = _refused(ctx, {t.topic_name for t in request.topics or ()})
+    starts, responses = {}, []
+    for t in request.topics or ():
+        topic = ctx.broker.logs.get(t.topic_name)
+        entries = []
+        for p in t.partitions:
+            code = ErrorCode.NONE
+            if t.topic_name in refused:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.start_offset < 0:
+                code = ErrorCode.INVALID_REQUEST
+            else:
+                starts[(topic.topic_id, p.partition_index)] = p.start_offset
+            entries.append({"partition_index": p.partition_index, "error_code": int(code), "error_message": None})
+        responses.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic is not None else None,
+                          "partitions": entries})
+    try:
+        failed = await ctx.broker.shares.reset_offsets(group_id, starts)
+    except KafkaApiError as exc:
+        return dict(base, error_code=int(exc.code), error_message=exc.message)
+    for r in responses:
+        for e in r["partitions"]:
+            if (r["topic_id"], e["partition_index"]) in failed:
+                e["error_code"] = int(failed[(r["topic_id"], e["partition_index"])])
+    return dict(base, responses=responses)
+
+
+@handles(92, 0, 0, enabled=enabled)
+async def handle_delete_share_group_offsets(ctx, request):
+    base = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": []}
+    group_id = request.group_id or ""
+    if not group_id:
+        return dict(base, error_code=int(ErrorCode.INVALID_GROUP_ID))
+    if denied(ctx, DELETE, GROUP, group_id):
+        return dict(base, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    refused = _refused(ctx, {t.topic_name for t in request.topics or ()})
+    starts, responses = {}, []
+    for t in request.topics or ():
+        topic = ctx.broker.logs.get(t.topic_name)
+        code = ErrorCode.NONE
+        if t.topic_name in refused:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            starts.update(((topic.topic_id, p), None) for p in range(len(topic.partitions)))
+        responses.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic is not None else None,
+                          "error_code": int(code), "error_message": None})
+    try:
+        failed = await ctx.broker.shares.reset_offsets(group_id, starts)
+    except KafkaApiError as exc:
+        return dict(base, error_code=int(exc.code), error_message=exc.message)
+    for (topic_id, _partition), code in sorted(failed.items(), key=lambda kv: kv[0][1]):
+        for r in responses:
+            if r["topic_id"] == topic_id and not r["error_code"]:
+                r["error_code"] = int(code)
+    return dict(base, responses=responses)

@@ -86,6 +86,11 @@ class ShareStates(Protocol):
         """(start offset, lag) of the share-partition ``key`` as DescribeShareGroupOffsets
         gives them, (-1, -1) when it has no state.  Raises KafkaApiError."""
 
+    async def reset(self, key: Key, start_offset: int | None) -> None:
+        """Alter/DeleteShareGroupOffsets of an empty group (the caller checked): the
+        share-partition ``key`` starts afresh at ``start_offset`` with the next state epoch,
+        or (None) its state is deleted where it exists.  Raises KafkaApiError."""
+
     def follow_leadership(self, led: set) -> None:
         """The (topic, partition) pairs this broker leads now: forget the share-partitions of
         the others (a new leader loads their persisted state)."""
@@ -121,6 +126,9 @@ class LocalShareStates:
     async def start_and_lag(self, key: Key, high_watermark: int) -> tuple[int, int]:
         sp = self.coordinator.partitions.get(key)
         return (UNKNOWN, UNKNOWN) if sp is None else (sp.spso, share_lag(sp, high_watermark))
+
+    async def reset(self, key: Key, start_offset: int | None) -> None:
+        await self.append(self.coordinator.reset_partition(key, start_offset).records)
 
     def follow_leadership(self, led: set) -> None:
         return None                 # never asked: a single node's leadership does not move

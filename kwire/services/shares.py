@@ -271,7 +271,8 @@ class ShareService:
             except KafkaApiError as exc:
                 errors[(topic_id, partition)] = exc.code
                 continue
-            outcome = self.coordinator.acknowledge(group_id, member_id, topic_id, partition, batches)
+            outcome = self.coordinator.acknowledge(group_id, member_id, topic_id, partition, batches,
+                                                   self.clock.now_ms())
             errors[(topic_id, partition)] = outcome.result
             records += outcome.records
         failed = await self._apply(records)
@@ -286,9 +287,9 @@ class ShareService:
 
     # -- fetching -----------------------------------------------------------------------------
     async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                      max_bytes: int, max_records: int) -> tuple[bytes, list]:
-        """The record bytes (whole batches) and the ranges acquired for the member; raises
-        KafkaApiError for the partition."""
+                      max_bytes: int, max_records: int, record_limit: bool = False) -> tuple[bytes, list]:
+        """The record bytes (whole batches) and the ranges acquired for the member (at most
+        ``max_records`` with ``record_limit``); raises KafkaApiError for the partition."""
         topic = self.logs.topics_by_id.get(topic_id)
         if topic is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID)
@@ -323,7 +324,7 @@ class ShareService:
         # a control batch, or (read_committed) an aborted transaction's batch: archived, never delivered
         ranges = self.coordinator.acquire(group_id, member_id, topic_id, partition,
                                           [(b, l, c or b in skip) for b, l, c, _ in bounds], max_records,
-                                          self.clock.now_ms())
+                                          self.clock.now_ms(), record_limit)
         logger.debug("share fetch %s %s-%d from %d (hw %d): batches %s acquired %s", group_id, topic.name, partition,
                      offset, plog.high_watermark, [(b, l, c) for b, l, c, _ in bounds], ranges)
         if not ranges:
@@ -358,6 +359,31 @@ class ShareService:
         if outcome.result == ErrorCode.NONE and group_id in self.group_configs.configs:
             await self.group_configs.alter(group_id, [], False, False)
         return outcome.result
+
+    async def reset_offsets(self, group_id: str, starts: dict) -> dict:
+        """Alter/DeleteShareGroupOffsets: each share-partition of ``starts`` ({(topic_id,
+        partition): start offset, or None to delete its state}) afresh.  Raises KafkaApiError
+        (NOT_COORDINATOR, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) for the group; returns
+        {(topic_id, partition): ErrorCode} of the share-partitions not reset."""
+        self.check_group_owner(group_id)
+        async with self._lock:            # in order with the other state writes
+            error = self.coordinator.check_empty(group_id)
+            if error:
+                raise KafkaApiError(error, f"share group {group_id}: {error.name}")
+            failed = {}
+            for (topic_id, partition), start in starts.items():
+                try:
+                    await self.states.reset((group_id, topic_id, partition), start)
+                except KafkaApiError as exc:
+                    failed[(topic_id, partition)] = exc.code
+        self._changed.set()
+        self._changed = trio.Event()
+        return failed
+
+    def check_group_owner(self, group_id: str) -> None:
+        """Cluster mode: raises KafkaApiError(NOT_COORDINATOR) unless this broker coordinates the group."""
+        if self.groups is not None:
+            self.groups.check_owner(group_id)
 
     # -- outcomes and timers -----------------------------------------------------------------
     async def _offsets_topic(self, group_id: str) -> None:

@@ -62,7 +62,7 @@ def test_share_group_apis_are_advertised_in_cluster_mode(cluster):
         response = send_request(cluster.broker(i).bootstrap, ApiVersionsRequest[3](
             client_software_name="t", client_software_version="1"))
         keys = {a.api_key for a in response.api_keys}
-        assert {76, 77, 78, 79, 83, 84, 85, 86} <= keys, sorted(keys)
+        assert {76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92} <= keys, sorted(keys)
 
 
 def test_share_consumers_on_three_brokers_get_every_record_once(cluster_factory):

@@ -81,10 +81,11 @@ def test_consumer_group_describe_round_trips_and_member_type_is_v1_only(version)
     assert m.member_type == (1 if version == 1 else -1)
 
 
-@pytest.mark.parametrize("api_key", [76, 77, 78, 79])
-def test_the_share_apis_cover_version_0_and_1(api_key):
+@pytest.mark.parametrize("api_key,versions", [(76, (0, 1)), (77, (0, 1)), (78, (0, 2)), (79, (0, 2))])
+def test_the_share_apis_cover_their_versions(api_key, versions):
+    """Version 0 (Kafka 4.0's early access), 1 (4.1) and, for ShareFetch/ShareAcknowledge, 2 (4.2)."""
     req_cls, resp_cls = messages.API_CLASSES[api_key]
-    assert (req_cls.min_version, req_cls.max_version) == (resp_cls.min_version, resp_cls.max_version) == (0, 1)
+    assert (req_cls.min_version, req_cls.max_version) == (resp_cls.min_version, resp_cls.max_version) == versions
 
 
 def _share_fetch(version: int) -> bytes:

@@ -170,3 +170,34 @@ def test_random_operations_never_deliver_an_acknowledged_record_and_keep_counts_
         assert sp.spso <= sp.speo and all(sp.spso <= o < sp.speo for o in sp.records)
         assert SharePartition.from_state(LIMITS, sp.state()).spso == sp.spso
     assert isinstance(sp.state(), ShareState)
+
+
+# -- Kafka 4.2 (ShareFetch/ShareAcknowledge v2) ------------------------------------------------
+def test_a_renew_keeps_the_records_acquired_and_restarts_their_lock():
+    sp = fresh()
+    sp.acquire("m1", [(0, 3)], 500, now_ms=0)
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("m2", 0, 1, [AckType.RENEW], now_ms=900)          # not its records
+    sp.acknowledge("m1", 0, 1, [AckType.RENEW], now_ms=900)
+    assert sp.expire_locks(1000)                                          # 2-3: their first lock ends
+    assert [sp.records[o].state for o in range(4)] == [Q, Q, A, A]
+    assert sp.records[0].delivery_count == 1                             # a renew is no new delivery
+    assert sp.expire_locks(1900) and sp.records[0].state is A
+    assert (Q, "renew") in TRANSITIONS and (A, "renew") not in TRANSITIONS
+
+
+def test_record_limit_mode_takes_part_of_a_batch():
+    sp = fresh()
+    assert sp.acquire("m1", [(0, 4)], max_records=2, now_ms=0, record_limit=True) == [(0, 1, 1)]
+    assert sp.speo == 2
+    assert sp.acquire("m1", [(0, 4)], max_records=2, now_ms=0, record_limit=True) == [(2, 3, 1)]
+    assert sp.acquire("m1", [(0, 4)], max_records=2, now_ms=0) == [(4, 4, 1)]
+    assert sp.state().batches[-1].last_offset == 4
+
+
+def test_delivery_complete_count_counts_acknowledged_and_archived_offsets_from_the_start():
+    from kwire.groups.share_partition import delivery_complete_count
+    from kwire.groups.share_records import StateBatch
+    state = ShareState(0, 1, 0, 12, (StateBatch(10, 13, 2, 1), StateBatch(14, 15, 0, 1), StateBatch(16, 18, 4, 3)))
+    assert delivery_complete_count(state) == 2 + 3
+    assert delivery_complete_count(ShareState(0, 0, 0, 5, ())) == 0

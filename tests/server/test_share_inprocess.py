@@ -20,7 +20,9 @@ from tests.server.test_connection_inprocess import connected, create_topic, real
 HEARTBEAT, DESCRIBE, FETCH, ACK = (messages.API_CLASSES[k][0] for k in (76, 77, 78, 79))
 FetchTopic = FETCH.FetchTopic
 AckTopic = ACK.AcknowledgeTopic
-SHARE_KEYS = {76, 77, 78, 79}
+# api_key -> the versions advertised (single node: the persister RPCs 83-87 are a cluster's)
+SHARE_VERSIONS = {76: (0, 1), 77: (0, 1), 78: (0, 2), 79: (0, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
+SHARE_KEYS = set(SHARE_VERSIONS)
 
 
 async def setup(client, broker, group="g", topic="t"):
@@ -56,12 +58,12 @@ def fetch(topic_id, epoch, acks=(), partitions=(0,), wait=0, member="m-1"):
                 topics=[FetchTopic(topic_id=topic_id, partitions=parts)], forgotten_topics_data=[])
 
 
-def test_share_apis_are_advertised_at_v0_to_v1_unless_turned_off(tmp_path):
+def test_share_apis_are_advertised_at_their_versions_unless_turned_off(tmp_path):
     async def scenario():
         async with connected(tmp_path / "on") as (_, client):
             r = await client.call(ApiVersionsRequest, 3, client_software_name="t", client_software_version="1")
-            assert {(k.api_key, k.min_version, k.max_version) for k in r.api_keys if k.api_key in SHARE_KEYS} == {
-                (k, 0, 1) for k in SHARE_KEYS}
+            assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys
+                    if k.api_key in SHARE_KEYS | {83, 84, 85, 86, 87}} == SHARE_VERSIONS
         for off in ({"group.share.enable": "false"}, {"group.coordinator.rebalance.protocols": "classic,consumer"}):
             async with connected(tmp_path / str(len(off)) / next(iter(off)), **off) as (_, client):
                 r = await client.call(ApiVersionsRequest, 3, client_software_name="t", client_software_version="1")
