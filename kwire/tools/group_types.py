@@ -4,8 +4,8 @@ the KIP-848 protocol, which DescribeGroups does not describe.
 * A share group's ``describe`` shows each share-partition's start offset (every record
   below it is delivery-complete) and its lag (records up to the high watermark not
   delivered and acknowledged yet), from DescribeShareGroupOffsets, as Kafka's
-  kafka-share-groups.sh --describe; ``--members`` comes from DescribeGroups, which kwire
-  answers for share groups.
+  kafka-share-groups.sh --describe; ``--members`` comes from ShareGroupDescribe (DescribeGroups
+  v6 answers GROUP_ID_NOT_FOUND for a group that is not classic, as Kafka 4.x).
 * A KIP-848 consumer group's ``describe`` shows its committed offsets and lag as for a
   classic group, with the members from ConsumerGroupDescribe.
 * ``describe_consumer_groups`` / ``describe_share_groups`` describe many groups with one
@@ -86,11 +86,12 @@ def describe_share_offsets(admin, group_id: str, args) -> dict:
     return {"group": group_id, "type": "share", "partitions": partitions}
 
 
-def consumer_group_members(admin, group_id: str) -> tuple[str, list[dict[str, Any]]]:
-    """(state, members) of a KIP-848 consumer group (ConsumerGroupDescribe v0); each member
-    {consumer_id, group_instance_id, host, client_id, assignment: [TopicPartition]}.
-    Raises ToolError when the coordinator refuses the group."""
-    described = describe_consumer_groups(admin, [group_id])[group_id]
+def consumer_group_members(admin, group_id: str, share: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """(state, members) of a KIP-848 consumer group (ConsumerGroupDescribe v0), or with
+    ``share`` of a share group (ShareGroupDescribe); each member {consumer_id,
+    group_instance_id, host, client_id, assignment: [TopicPartition]}.  Raises ToolError when
+    the coordinator refuses the group."""
+    described = (describe_share_groups if share else describe_consumer_groups)(admin, [group_id])[group_id]
     if described["error"]:
         raise ToolError(f"group '{group_id}': {described['error']}")
     return described["state"], described["members"]

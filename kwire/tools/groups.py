@@ -79,6 +79,18 @@ def describe_groups(admin, group_ids: Sequence[str]) -> dict[str, Group]:
     return out
 
 
+def group_states(admin, group_ids: Sequence[str]) -> dict[str, str]:
+    """Each group's state, from the describe call of its type (DescribeGroups answers only
+    classic groups; a KIP-848 group must not look Dead to a reset while it is active)."""
+    types = group_types(admin)
+    states = {g: d.state for g, d in describe_groups(
+        admin, [g for g in group_ids if types.get(g) not in ("consumer", "share")]).items()}
+    for group_id in group_ids:
+        if types.get(group_id) in ("consumer", "share"):
+            states[group_id] = consumer_group_members(admin, group_id, share=types[group_id] == "share")[0]
+    return states
+
+
 def _assignment(decoded: Any) -> list[TopicPartition]:
     if not isinstance(decoded, dict):     # not the consumer protocol (e.g. Kafka Connect): unreadable
         return []
@@ -203,11 +215,11 @@ _OFFSET_KEYS = ["group", "topic", "partition", "current_offset", "log_end_offset
 def cmd_describe(admin, args) -> int:
     group_ids = _group_ids(admin, args)
     types = group_types(admin)
-    groups = describe_groups(admin, [g for g in group_ids if types.get(g) != "consumer"])
-    for group_id in group_ids:         # KIP-848 groups: DescribeGroups does not describe them
-        if types.get(group_id) == "consumer":
-            state, members = consumer_group_members(admin, group_id)
-            groups[group_id] = Group(group_id, state, "consumer", "", [
+    groups = describe_groups(admin, [g for g in group_ids if types.get(g) not in ("consumer", "share")])
+    for group_id in group_ids:         # KIP-848 and share groups: DescribeGroups v6 does not describe them
+        if types.get(group_id) in ("consumer", "share"):
+            state, members = consumer_group_members(admin, group_id, share=types[group_id] == "share")
+            groups[group_id] = Group(group_id, state, types[group_id], "", [
                 Member(m["consumer_id"], m["group_instance_id"], m["host"], m["client_id"], m["assignment"])
                 for m in members])
     brokers = {b["broker_id"]: b for b in admin.describe_cluster()["brokers"]} if args.state else {}
@@ -387,10 +399,10 @@ def cmd_reset_offsets(admin, args) -> int:
         print("WARN: No action will be performed as the --execute option is missing. Add --dry-run "
               "to say so, or --execute to reset.", file=sys.stderr)
     group_ids = _group_ids(admin, args)
-    groups = describe_groups(admin, group_ids)
+    states = group_states(admin, group_ids)
     document, rows, refused = [], [], False
     for group_id in sorted(group_ids):
-        state = groups[group_id].state
+        state = states[group_id]
         message = reset_refusal(group_id, state)
         if message is not None:
             _error(message)

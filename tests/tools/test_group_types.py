@@ -99,4 +99,7 @@ def test_a_kip848_consumer_group_shows_members_offsets_and_lag(broker, groups):
     code, out, _ = groups("describe", "--group", group, "--members", "--output", "json")
     [members] = json.loads(out)
     assert [m["partitions"] for m in members["members"]] == [2]
+    # an active KIP-848 group is not reset (DescribeGroups alone would call it Dead)
+    code, _, err = groups("reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--execute")
+    assert code != 0 and "inactive" in err, err
     consumer.close()
