@@ -509,6 +509,8 @@ class TransactionCoordinator:
                 or (meta.producer_id, meta.producer_epoch) != (markers.producer_id, markers.producer_epoch)):
             return TxnResult(E.INVALID_TXN_STATE)
         moved = {}
+        if meta.client_tv >= 2:     # as Kafka's prepareComplete: the epoch before the bump is no retry
+            moved = dict(last_producer_epoch=meta.producer_epoch)     # of an InitProducerId any more
         if meta.next_producer_id != NO_PRODUCER_ID:     # v2, epoch exhausted: the next id, at epoch 0
             moved = dict(producer_id=meta.next_producer_id, last_producer_id=meta.producer_id, producer_epoch=0,
                          last_producer_epoch=meta.producer_epoch, next_producer_id=NO_PRODUCER_ID)

@@ -103,3 +103,14 @@ def test_v1_transactions_keep_their_epoch():
     assert R.decode_value(h.log[-1][2]).client_transaction_version == 0
     h.complete(done.markers)
     assert h.add("tx", r.producer_id, 0).error == E.NONE
+
+
+def test_init_producer_id_with_the_epoch_before_a_v2_bump_is_fenced():
+    h = Harness()
+    r = h.init("tx")
+    v2_add(h, "tx", r.producer_id, 0)
+    h.complete(v2_end(h, "tx", r.producer_id, 0).markers)
+    stale = h.init("tx", pid=r.producer_id, epoch=0)          # a zombie of the finished transaction
+    assert stale.error == E.PRODUCER_FENCED
+    current = h.init("tx", pid=r.producer_id, epoch=1)
+    assert (current.error, current.producer_epoch) == (E.NONE, 2)
