@@ -16,15 +16,12 @@ only when a telemetry receiver is configured).
 """
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from typing import Protocol, runtime_checkable
 
 from kwire.admin.client_metrics import CONFIGS, ClientMetricsManager, subscription
 from kwire.codecs.errors import ErrorCode, KafkaApiError
-from kwire.log.checkpoints import write_atomically
-from kwire.runtime.blocking import run_blocking
+from kwire.services.group_configs import FileGroupConfigStore
 
 FILE_NAME = "client-metrics-configs.json"
 CLIENT_METRICS_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 7, 5    # DYNAMIC_CLIENT_METRICS_CONFIG, DEFAULT_CONFIG
@@ -41,21 +38,12 @@ class ClientMetricsConfigStore(Protocol):
         them with it.  Raises what the store raises."""
 
 
-class FileClientMetricsConfigStore:
-    """One node: ``<log dir>/client-metrics-configs.json``, replaced whole."""
+class FileClientMetricsConfigStore(FileGroupConfigStore):
+    """One node: ``<log dir>/client-metrics-configs.json``, replaced whole (as the group configs'
+    file; ``save(name, configs, every)`` writes ``every``)."""
 
     def __init__(self, log_dir: str):
-        self.path = os.path.join(log_dir, FILE_NAME)
-
-    def load(self) -> dict[str, dict[str, str]]:
-        try:
-            with open(self.path) as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return {}
-
-    async def save(self, name: str, configs: dict[str, str], every: dict[str, dict[str, str]]) -> None:
-        await run_blocking(write_atomically, self.path, json.dumps(every))
+        super().__init__(log_dir, FILE_NAME)
 
 
 def client_attributes(client_id: str | None, software: tuple[str, str] | None, peer: str) -> dict:

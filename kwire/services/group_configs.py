@@ -66,10 +66,11 @@ class GroupConfigStore(Protocol):
 
 
 class FileGroupConfigStore:
-    """One node: ``<log dir>/share-group-configs.json``, replaced whole."""
+    """One node: ``<log dir>/share-group-configs.json`` (or ``file_name``: the client-metrics
+    subscriptions are kept the same way), replaced whole."""
 
-    def __init__(self, log_dir: str):
-        self.path = os.path.join(log_dir, FILE_NAME)
+    def __init__(self, log_dir: str, file_name: str = FILE_NAME):
+        self.path = os.path.join(log_dir, file_name)
 
     def load(self) -> dict[str, dict[str, str]]:
         try:
