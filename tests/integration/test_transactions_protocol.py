@@ -713,28 +713,34 @@ def test_on_a_cluster_each_broker_answers_for_what_it_coordinates_and_replicates
         assert wait_for(lambda: committed_offsets(group_conn, group, topic, require_stable=True) == {
             0: 7, 1: -1, 2: -1}, 30, "the successor's offsets, and only them")
 
-        # transactions v2: each leader adds its partition at the id's coordinator on another
-        # broker (AddPartitionsToTxn v5 between brokers); the bumped epoch fences a late write
-        upgrade_to_tv2(conns[1])
-        wait_for(lambda: all(finalized_tv(c) == 2 for c in conns.values()), 30, "transaction.version 2 everywhere")
-        vid = next(t for t in (name("v2") for _ in range(1000))
-                   if any(states[p]["leader"] != txn_states[partition_for(t, len(txn_states))]["leader"]
-                          for p in range(3)))
-        v2_coordinator = conns[txn_states[partition_for(vid, len(txn_states))]["leader"]]
-        r = v2_coordinator.init(vid, version=4)
-        assert r.error_code == 0
-        vpid, vepoch = r.producer_id, r.producer_epoch
-        for p in range(3):
-            part = produce_v12(conns[states[p]["leader"]], vid, topic, p, txn_batch(vpid, vepoch, 0, label=f"v2p{p}"))
-            assert part.error_code == 0, (p, part)
-        assert end_v5(v2_coordinator, vid, vpid, vepoch, True) == (0, vpid, vepoch + 1)
-        for p in range(3):
-            late = produce_v12(conns[states[p]["leader"]], vid, topic, p, txn_batch(vpid, vepoch, 3))
-            assert late.error_code == E.INVALID_PRODUCER_EPOCH, (p, late)
-        got = read(cluster.bootstrap, topic, committed=True, expect=24, partitions=(0, 1, 2))
-        assert sorted(v for v in got if v.startswith(b"v2p")) == sorted(
-            f"v2p{p}-{i}".encode() for p in range(3) for i in range(3))
+        transactions_v2_across_brokers(cluster, conns, topic, states, txn_states)
         for conn in conns.values():
             conn.sock.close()
     finally:
         cluster.close()
+
+
+def transactions_v2_across_brokers(cluster, conns: dict, topic: str, states: dict, txn_states: dict) -> None:
+    """Transactions v2 on the cluster: each leader adds its partition at the id's coordinator on
+    another broker (AddPartitionsToTxn v5 between brokers); the bumped epoch fences a late write."""
+    from kwire.groups.coordinator import partition_for
+    from tests.support.counting import wait_for
+    upgrade_to_tv2(conns[1])
+    wait_for(lambda: all(finalized_tv(c) == 2 for c in conns.values()), 30, "transaction.version 2 everywhere")
+    vid = next(t for t in (name("v2") for _ in range(1000))
+               if any(states[p]["leader"] != txn_states[partition_for(t, len(txn_states))]["leader"]
+                      for p in range(3)))
+    v2_coordinator = conns[txn_states[partition_for(vid, len(txn_states))]["leader"]]
+    r = v2_coordinator.init(vid, version=4)
+    assert r.error_code == 0
+    vpid, vepoch = r.producer_id, r.producer_epoch
+    for p in range(3):
+        part = produce_v12(conns[states[p]["leader"]], vid, topic, p, txn_batch(vpid, vepoch, 0, label=f"v2p{p}"))
+        assert part.error_code == 0, (p, part)
+    assert end_v5(v2_coordinator, vid, vpid, vepoch, True) == (0, vpid, vepoch + 1)
+    for p in range(3):
+        late = produce_v12(conns[states[p]["leader"]], vid, topic, p, txn_batch(vpid, vepoch, 3))
+        assert late.error_code == E.INVALID_PRODUCER_EPOCH, (p, late)
+    got = read(cluster.bootstrap, topic, committed=True, expect=24, partitions=(0, 1, 2))
+    assert sorted(v for v in got if v.startswith(b"v2p")) == sorted(
+        f"v2p{p}-{i}".encode() for p in range(3) for i in range(3))
