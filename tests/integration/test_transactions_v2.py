@@ -11,8 +11,12 @@ old epoch is refused instead of hanging the partition, and a v1 producer (librdk
 working beside it."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
-from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kwire.codecs.errors import ErrorCode as E
 from kwire.testing.process import BrokerProcess
@@ -118,3 +122,26 @@ def test_without_transaction_version_2_the_v2_versions_are_held_back_and_served_
         assert produce_v12(conn, tid, topic, 0, txn_batch(pid, epoch, 0)).error_code == 0
         assert end_v5(conn, tid, pid, epoch, True) == (0, pid, epoch)          # no bump
         assert conn.add_partitions(tid, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+
+
+def test_produce_v13_names_topics_by_id(tv2_broker):
+    topic = name("by-id")
+    create(tv2_broker.bootstrap, topic)
+    with Conn(tv2_broker.bootstrap) as conn:
+        M = MetadataRequest[12]
+        meta = conn.call(M(topics=[M.MetadataRequestTopic(topic_id=None, name=topic)], allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False))
+        topic_id = meta.topics[0].topic_id
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                            producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+        builder.append(0, timestamp=None, key=None, value=b"by-id", headers=[])
+        P = ProduceRequest[13]
+
+        def produce(tid) -> list:
+            r = conn.call(P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+                P.TopicProduceData(topic_id=tid, partition_data=[
+                    P.TopicProduceData.PartitionProduceData(index=0, records=bytes(builder.build()))])]))
+            return [(t.topic_id, p.error_code) for t in r.responses for p in t.partition_responses]
+        assert produce(topic_id) == [(topic_id, 0)]
+        assert produce(uuid.uuid4())[0][1] == E.UNKNOWN_TOPIC_ID
+    assert read(tv2_broker.bootstrap, topic, committed=False, expect=1) == [b"by-id"]
