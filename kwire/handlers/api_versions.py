@@ -11,13 +11,13 @@ from kwire.handlers.registry import HANDLERS, handles
 from kwire.handlers.transactions import version_caps
 
 
-def api_keys(config=None, caps: dict[int, int] | None = None) -> list[dict]:
-    """The advertised ranges: every handler this broker's ``config`` serves (all with None),
-    each maximum held to ``caps`` (what the finalized features leave out)."""
+def api_keys(config=None, caps: dict[int, int] | None = None, features=None) -> list[dict]:
+    """The advertised ranges: every handler this broker's ``config`` and finalized ``features``
+    serve (all with None), each maximum held to ``caps`` (what the finalized features leave out)."""
     caps = caps or {}
     return [{"api_key": h.api_key, "min_version": h.min_version, "max_version": min(h.max_version,
                                                                                     caps.get(h.api_key, h.max_version))}
-            for h in sorted(HANDLERS.values(), key=lambda h: h.api_key) if h.serves(config)]
+            for h in sorted(HANDLERS.values(), key=lambda h: h.api_key) if h.serves(config, features)]
 
 
 def unsupported_version_response(config=None) -> bytes:
@@ -39,5 +39,5 @@ def feature_fields(finalized: FinalizedFeatures, version: int) -> dict:
 
 @handles(18, 0, 4)
 async def handle_api_versions(ctx, request):
-    return {"error_code": 0, "api_keys": api_keys(ctx.broker.config, version_caps(ctx.broker)), "throttle_time_ms": 0,
+    return {"error_code": 0, "api_keys": api_keys(ctx.broker.config, version_caps(ctx.broker), ctx.broker.features), "throttle_time_ms": 0,
             **feature_fields(ctx.broker.features.finalized, ctx.api_version)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 
+from kwire.admin.features import GROUP_VERSION
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 from kwire.groups.results import ConsumerHeartbeat
 
@@ -33,7 +34,7 @@ def _uuid(value) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
-@handles(68, 0, 1, enabled=consumer_protocol_enabled)
+@handles(68, 0, 1, enabled=consumer_protocol_enabled, feature=GROUP_VERSION)
 async def handle_consumer_group_heartbeat(ctx, request):
     if denied(ctx, READ, GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "error_message": None, "member_id": None,
@@ -84,7 +85,7 @@ def _described(ctx, group_id: str, with_operations: bool) -> dict:
             else UNKNOWN_OPERATIONS}
 
 
-@handles(69, 0, 1, enabled=consumer_protocol_enabled)
+@handles(69, 0, 1, enabled=consumer_protocol_enabled, feature=GROUP_VERSION)
 async def handle_consumer_group_describe(ctx, request):
     denied_groups = [g for g in request.group_ids if denied(ctx, DESCRIBE, GROUP, g)]
     refused = [{"error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "",

@@ -24,8 +24,14 @@ class Handler:
     # neither advertises it nor accepts it (e.g. the KIP-848 APIs without ``consumer`` in
     # group.coordinator.rebalance.protocols).
     enabled: Callable[..., bool] | None = None
+    # The finalized feature that turns the API on (level >= 1), as Kafka 4.x gates the
+    # KIP-848 APIs on group.version and the share-group APIs on share.version.
+    feature: str | None = None
 
-    def serves(self, config) -> bool:
+    def serves(self, config, features=None) -> bool:
+        """Whether a broker of this ``config`` and finalized ``features`` serves the API."""
+        if self.feature is not None and features is not None and features.level(self.feature) < 1:
+            return False
         return self.enabled is None or config is None or self.enabled(config)
 
 
@@ -47,8 +53,8 @@ class Deferred:
 
 
 def handles(api_key: int, min_version: int, max_version: int, *, reject_below: int = 0,
-            enabled: Callable[..., bool] | None = None):
+            enabled: Callable[..., bool] | None = None, feature: str | None = None):
     def register(func):
-        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below, enabled)
+        HANDLERS[api_key] = Handler(api_key, min_version, max_version, func, reject_below, enabled, feature)
         return func
     return register

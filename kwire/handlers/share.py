@@ -29,6 +29,7 @@ import uuid
 
 import trio
 
+from kwire.admin.features import SHARE_VERSION
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
@@ -52,7 +53,7 @@ def _classic_group_exists(ctx, group_id: str) -> bool:
         return False
 
 
-@handles(76, 0, 1, enabled=enabled)
+@handles(76, 0, 1, enabled=enabled, feature=SHARE_VERSION)
 async def handle_share_group_heartbeat(ctx, request):
     shares = service(ctx)
     base = {"throttle_time_ms": 0, "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
@@ -84,7 +85,7 @@ async def handle_share_group_heartbeat(ctx, request):
             "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": assignment}
 
 
-@handles(77, 0, 1, enabled=enabled)
+@handles(77, 0, 1, enabled=enabled, feature=SHARE_VERSION)
 async def handle_share_group_describe(ctx, request):
     shares = service(ctx)
     out = []
@@ -165,7 +166,7 @@ def _invalid_v2_fetch(ctx, request) -> str | None:
     return None
 
 
-@handles(78, 0, 2, enabled=enabled)
+@handles(78, 0, 2, enabled=enabled, feature=SHARE_VERSION)
 async def handle_share_fetch(ctx, request):
     shares = service(ctx)
     base = {"throttle_time_ms": 0, "responses": [], "node_endpoints": [],
@@ -272,7 +273,7 @@ async def _fetch_once(ctx, shares, group_id, member_id, session, max_bytes: int,
     return got
 
 
-@handles(79, 0, 2, enabled=enabled)
+@handles(79, 0, 2, enabled=enabled, feature=SHARE_VERSION)
 async def handle_share_acknowledge(ctx, request):
     shares = service(ctx)
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch

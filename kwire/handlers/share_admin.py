@@ -34,6 +34,7 @@ READ (Alter) or DELETE (Delete) on the group for the request, READ on each topic
 """
 from __future__ import annotations
 
+from kwire.admin.features import SHARE_VERSION
 from kwire.codecs.errors import ErrorCode, KafkaApiError
 
 from kwire.handlers.registry import handles
@@ -112,7 +113,7 @@ async def _describe_group(ctx, group) -> dict:
             "topics": [await _describe_topic(ctx, group.group_id, name, parts, refused) for name, parts in wanted]}
 
 
-@handles(90, 0, 1, enabled=enabled)
+@handles(90, 0, 1, enabled=enabled, feature=SHARE_VERSION)
 async def handle_describe_share_group_offsets(ctx, request):
     return {"throttle_time_ms": 0, "groups": [await _describe_group(ctx, g) for g in request.groups or ()]}
 
@@ -121,7 +122,7 @@ def _refused(ctx, names) -> set:
     return set(unauthorized(ctx, READ, TOPIC, list(names))) if acls_on(ctx) and names else set()
 
 
-@handles(91, 0, 0, enabled=enabled)
+@handles(91, 0, 0, enabled=enabled, feature=SHARE_VERSION)
 async def handle_alter_share_group_offsets(ctx, request):
     base = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": []}
     group_id = request.group_id or ""
@@ -158,7 +159,7 @@ async def handle_alter_share_group_offsets(ctx, request):
     return dict(base, responses=responses)
 
 
-@handles(92, 0, 0, enabled=enabled)
+@handles(92, 0, 0, enabled=enabled, feature=SHARE_VERSION)
 async def handle_delete_share_group_offsets(ctx, request):
     base = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": []}
     group_id = request.group_id or ""

@@ -35,6 +35,7 @@ from kwire.groups import OffsetCommit
 from kwire.groups.internal_topics import INTERNAL_TOPICS
 from kwire.groups.txn_coordinator import OFFSETS_TOPIC, error_for_version
 from kwire.admin.acls import AclOperation
+from kwire.admin.features import TRANSACTION_VERSION
 
 from kwire.handlers import authz
 from kwire.handlers.registry import handles
@@ -52,7 +53,7 @@ TV2_FROM = {0: 12, 26: 5, 28: 5}
 
 
 def tv2_finalized(broker) -> bool:
-    return broker.features.level("transaction.version") >= 2
+    return broker.features.level(TRANSACTION_VERSION) >= 2
 
 
 def version_caps(broker) -> dict[int, int]:

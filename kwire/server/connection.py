@@ -414,7 +414,7 @@ class Connection:
         """
         header = parse_request_header(frame, flexible_for=_flexible)
         handler = HANDLERS.get(header.api_key)
-        if handler is None or not handler.serves(self.broker.config):
+        if handler is None or not handler.serves(self.broker.config, getattr(self.broker, "features", None)):
             raise CorruptFrame(f"unknown api_key {header.api_key}")
         in_range = handler.min_version <= header.api_version <= handler.max_version
         if header.api_key == API_VERSIONS and not in_range:

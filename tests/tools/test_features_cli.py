@@ -63,3 +63,22 @@ def test_describe_upgrade_downgrade_and_restart(run, tmp_path):
         assert "FinalizedVersionLevel: 2\tEpoch: 2" in lines["Feature: transaction.version"]
         assert "FinalizedVersionLevel: 0" in lines["Feature: group.version"]
         assert b.broker.features.level("transaction.version") == 2     # the accessor the broker uses
+
+
+def advertised(broker) -> set[int]:
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kwire.testing.cluster import send_request
+    response = send_request(broker.bootstrap, ApiVersionsRequest[3](client_software_name="t",
+                                                                     client_software_version="1"))
+    return {k.api_key for k in response.api_keys}
+
+
+def test_group_and_share_versions_turn_their_apis_on_and_off(run, tmp_path):
+    # as Kafka 4.x: the KIP-848 APIs need group.version 1, the share-group APIs share.version 1
+    kip848, share = {68, 69}, {76, 77, 78, 79, 90, 91, 92}
+    with kwire.testing.broker(partitions=1, data_dir=str(tmp_path / "data")) as b:
+        assert kip848 | share <= advertised(b)
+        assert run(b, "downgrade", "--feature", "share.version=0", "--feature", "group.version=0")[0] == 0
+        assert not (kip848 | share) & advertised(b)
+        assert run(b, "upgrade", "--feature", "share.version=1")[0] == 0
+        assert share <= advertised(b) and not kip848 & advertised(b)
