@@ -34,7 +34,8 @@ def group_types(admin) -> dict[str, str]:
     return {g["group_id"]: g.get("group_type") or "classic" for g in admin.list_groups()}
 
 
-def _to_coordinator(admin, group_id: str, request):
+def to_coordinator(admin, group_id: str, request):
+    """``request`` sent to the group's coordinator (FindCoordinator, key type 0); its response."""
     async def call():
         node_id = await admin._find_coordinator_id(group_id)
         return await admin._manager.send(request, node_id=node_id)
@@ -62,7 +63,7 @@ def share_group_offsets(admin, group_id: str) -> list[dict]:
     {group, topic, partition, start_offset, lag}; None where the broker does not know them.
     Raises ToolError when the broker refuses the group."""
     cls = messages.API_CLASSES[SHARE_OFFSETS_KEY][0][1]
-    response = _to_coordinator(admin, group_id, cls(groups=[
+    response = to_coordinator(admin, group_id, cls(groups=[
         cls.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]))
     group = response.groups[0]
     if group.error_code:

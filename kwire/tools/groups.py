@@ -14,8 +14,10 @@ admin client, so it works against any Kafka-compatible broker.  Kafka's rules an
 offsets are reset only while a group is inactive (Empty, or unknown), targets are clamped
 into the log, ``reset-offsets`` without ``--execute`` is a dry run.  Notes such as "has no
 active members" and errors go to stderr, so stdout holds just the table or the JSON document.
-Exit codes as in kwire.tools.common; 1 also when a named group does not exist, a reset is
-refused or a deletion failed.
+A share group's start offsets are reset and deleted as kafka-share-groups.sh does it, only
+while it is empty (AlterShareGroupOffsets; DeleteShareGroupOffsets of whole topics:
+kwire.tools.share_offsets).  Exit codes as in kwire.tools.common; 1 also when a named group
+does not exist, a reset is refused or a deletion failed.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ from kwire.tools.common import (ToolError, UsageError, add_common_arguments, cli
                      options_first, print_table, progress, run)
 from kwire.tools.group_offsets import Scenario, parse_datetime, parse_duration, parse_topic_arg, plan_offsets, tp_name
 from kwire.tools.group_types import consumer_group_members, describe_share_offsets, group_types
+from kwire.tools.share_offsets import (alter_share_offsets, cmd_delete_share_offsets, share_reset_refusal,
+                                       share_start_offsets)
 
 COMMANDS = ("list", "describe", "reset-offsets", "delete", "delete-offsets")
 KAFKA_ACTIONS = {f"--{c}": c for c in COMMANDS}      # kafka-consumer-groups.sh --describe ...
@@ -79,10 +83,10 @@ def describe_groups(admin, group_ids: Sequence[str]) -> dict[str, Group]:
     return out
 
 
-def group_states(admin, group_ids: Sequence[str]) -> dict[str, str]:
-    """Each group's state, from the describe call of its type (DescribeGroups answers only
-    classic groups; a KIP-848 group must not look Dead to a reset while it is active)."""
-    types = group_types(admin)
+def group_states(admin, group_ids: Sequence[str], types: dict[str, str] | None = None) -> dict[str, str]:
+    """Each group's state, from the describe call of its type (``types``: group_types' answer;
+    DescribeGroups answers only classic groups, and an active KIP-848 group must not look Dead)."""
+    types = group_types(admin) if types is None else types
     states = {g: d.state for g, d in describe_groups(
         admin, [g for g in group_ids if types.get(g) not in ("consumer", "share")]).items()}
     for group_id in group_ids:
@@ -398,25 +402,25 @@ def cmd_reset_offsets(admin, args) -> int:
     if not args.execute and not args.dry_run:
         print("WARN: No action will be performed as the --execute option is missing. Add --dry-run "
               "to say so, or --execute to reset.", file=sys.stderr)
-    group_ids = _group_ids(admin, args)
-    states = group_states(admin, group_ids)
+    group_ids, types = _group_ids(admin, args), group_types(admin)
+    states = group_states(admin, group_ids, types)
     document, rows, refused = [], [], False
     for group_id in sorted(group_ids):
-        state = states[group_id]
-        message = reset_refusal(group_id, state)
+        state, share = states[group_id], types.get(group_id) == "share"     # share: start offsets
+        message = (share_reset_refusal if share else reset_refusal)(group_id, state)
         if message is not None:
             _error(message)
             document.append({"group": group_id, "state": state, "error": message})
             refused = True
             continue
-        committed = committed_offsets(admin, group_id)
+        committed = (share_start_offsets if share else committed_offsets)(admin, group_id)
         partitions = partitions_to_reset(admin, args.all_topics, args.topic_specs, committed)
         plan = plan_reset(admin, scenario, partitions, committed)
         for warning in plan.warnings:
             print(warning, file=sys.stderr)
         if args.execute:
             with progress(args, f"resetting {group_id}", len(plan.offsets)) as advance:
-                commit_offsets(admin, group_id, plan.offsets, advance)
+                (alter_share_offsets if share else commit_offsets)(admin, group_id, plan.offsets, advance)
         offsets = [{"topic": tp.topic, "partition": tp.partition,
                     "current_offset": committed[tp].offset if tp in committed else None, "new_offset": new}
                    for tp, new in sorted(plan.offsets.items())]
@@ -467,6 +471,8 @@ def cmd_delete(admin, args) -> int:
 def cmd_delete_offsets(admin, args) -> int:
     from kafka.errors import KafkaError
     group_id, specs = args.group[0], args.topic_specs
+    if group_types(admin).get(group_id) == "share":            # DeleteShareGroupOffsets, by topic
+        return cmd_delete_share_offsets(admin, args)
     leaders = _partition_leaders(admin, (t for t, ps in specs if ps is None))
     statuses: dict[tuple[str, int | None], str | None] = {}
     partitions: set[TopicPartition] = set()
@@ -557,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     _group_scope(p)
     p.set_defaults(handler=cmd_delete)
 
-    p = commands.add_parser("delete-offsets", help="delete a group's offsets of some topics (OffsetDelete)")
+    p = commands.add_parser("delete-offsets", help="delete a group's offsets of some topics (OffsetDelete; "
+                          "a share group's: DeleteShareGroupOffsets)")
     _common(p)
     _group_scope(p, all_groups=False)
     p.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P]")

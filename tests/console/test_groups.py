@@ -1,6 +1,7 @@
 """The groups pages in chromium, against three brokers: lag seen appearing and draining, a
 reset previewed, executed and read back by a stock client, Kafka's refusals (an active group
-is neither reset nor deleted), a deletion, and a share group's members; and, against one
+is neither reset nor deleted), a deletion, a share group's members, and its start offsets reset
+(AlterShareGroupOffsets on the cluster, read back by a ShareConsumer); and, against one
 broker whose /metrics the console reads (``--metrics-url``), a share group's in-flight and
 archived record counts.
 
@@ -205,7 +206,6 @@ def test_a_share_groups_page_shows_its_members_and_share_partitions(console, con
         expect(page.locator("#share-partitions tbody tr")).to_have_count(2, timeout=SEEN)
         expect(page.locator("#share-partitions tbody tr").first.locator("td")).to_have_text(
             [topic, "0", "10", "0"], timeout=SEEN)
-        expect(page.locator("#reset-panel")).to_have_count(0)         # no AlterShareGroupOffsets here
         expect(page.locator("#share-counts-note")).to_contain_text("--metrics-url")     # none given
 
         page.goto(f"{console.url}/groups?q={group}")
@@ -213,6 +213,65 @@ def test_a_share_groups_page_shows_its_members_and_share_partitions(console, con
             [group, "Stable", "share (KIP-932)", "1", "–"])
     finally:
         consumer.close()
+
+
+def test_a_share_groups_start_offsets_are_reset_with_a_preview_only_while_it_is_empty(console, console_cluster,
+                                                                                       page):
+    try:
+        from confluent_kafka import ShareConsumer
+    except ImportError:
+        pytest.skip("confluent-kafka without ShareConsumer (librdkafka < 2.16)")
+    bootstrap = console_cluster.bootstrap
+    topic, group = new_topic(bootstrap, 10), name("share-reset")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([earliest]).values():
+        future.result(10)
+
+    def share_consumer():
+        consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        consumer.subscribe([topic])
+        return consumer
+
+    consumer = share_consumer()
+    try:
+        read, deadline = 0, time.monotonic() + 20
+        while read < 20 and time.monotonic() < deadline:
+            read += sum(1 for m in consumer.poll(0.5) or [] if m.error() is None)
+        assert read == 20
+        for _ in range(2):                # the next polls acknowledge the last records (implicit mode)
+            consumer.poll(0.2)
+        page.goto(f"{group_url(console, group)}?action=reset&topic=&scenario=to_earliest")
+        expect(page.locator("main .flash.error")).to_have_text(f"Share group '{group}' is not empty.")
+        expect(page.get_by_role("button", name="Execute")).to_have_count(0)
+    finally:
+        consumer.close()
+
+    page.goto(group_url(console, group))
+    page.locator("#reset-panel summary").click()
+    page.get_by_label("Topic").select_option(topic)
+    page.get_by_label("Reset to").select_option(label="Specific offset")
+    page.get_by_label("Value").fill("4")
+    page.get_by_role("button", name="Preview").click()
+    expect(page.get_by_role("heading", name="Preview: nothing has changed yet")).to_be_visible()
+    for p in (0, 1):
+        expect(page.locator(f'#reset-preview tr[data-partition="{topic}-{p}"] td')).to_have_text(
+            [topic, str(p), "10", "4"])
+    page.get_by_role("button", name="Execute").click()
+    expect(page.locator("main .flash")).to_have_text(f"Reset the offsets of group '{group}' on 2 partitions.")
+
+    page.goto(group_url(console, group))             # DescribeShareGroupOffsets: start 4, lag 6
+    expect(page.locator("#share-partitions tbody tr").first.locator("td")).to_have_text([topic, "0", "4", "6"])
+    consumer, first, deadline = share_consumer(), {}, time.monotonic() + 20
+    try:                          # the share-partition leaders deliver from the new start offset
+        while len(first) < 2 and time.monotonic() < deadline:
+            for m in consumer.poll(0.5) or []:
+                if m.error() is None:
+                    first[m.partition()] = min(first.get(m.partition(), m.offset()), m.offset())
+    finally:
+        consumer.close()
+    assert first == {0: 4, 1: 4}
 
 
 @pytest.fixture

@@ -103,3 +103,71 @@ def test_a_kip848_consumer_group_shows_members_offsets_and_lag(broker, groups):
     code, _, err = groups("reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--execute")
     assert code != 0 and "inactive" in err, err
     consumer.close()
+
+
+def first_offset(broker, group: str, topic: str) -> int:
+    """The first offset a new ShareConsumer of ``group`` is given (records released on close)."""
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            offsets = [m.offset() for m in consumer.poll(0.5) or [] if not m.error() and m.topic() == topic]
+            if offsets:
+                return min(offsets)
+        raise AssertionError("the share consumer was given no records")
+    finally:
+        consumer.close()
+
+
+def start_offsets(groups, group: str) -> dict[int, int | None]:
+    code, out, err = groups("describe", "--group", group, "--output", "json")
+    assert code == 0, err
+    return {p["partition"]: p["start_offset"] for p in json.loads(out)[0]["partitions"]}
+
+
+def test_a_share_groups_start_offsets_are_reset_and_deleted_only_while_it_is_empty(broker, groups):
+    topic, group = name("share-reset"), name("share-group")
+    setup_topic(broker, topic, 1, 20)
+    earliest(broker, group)
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit", "max.poll.records": 5})
+    consumer.subscribe([topic])
+    accepted, deadline = 0, time.monotonic() + 30
+    while accepted < 10 and time.monotonic() < deadline:
+        for message in consumer.poll(0.5) or []:
+            if accepted < 10 and not message.error():
+                consumer.acknowledge(message)
+                accepted += 1
+        consumer.commit_sync()
+    assert accepted == 10 and start_offsets(groups, group) == {0: 10}
+
+    # Kafka's refusal while the group has a member (kafka-share-groups.sh)
+    code, _, err = groups("reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert code == 1 and f"Share group '{group}' is not empty." in err, err
+    code, _, err = groups("delete-offsets", "--group", group, "--topic", topic)
+    assert code == 1 and f"Share group '{group}' is not empty." in err, err
+    consumer.close()
+
+    code, out, err = groups("reset-offsets", "--group", group, "--all-topics", "--to-offset", "5", "--dry-run",
+                            "--output", "json")
+    assert code == 0, err
+    [planned] = json.loads(out)["groups"]
+    assert planned["offsets"] == [{"topic": topic, "partition": 0, "current_offset": 10, "new_offset": 5}]
+    assert start_offsets(groups, group) == {0: 10}                  # a dry run changes nothing
+    code, out, err = groups("reset-offsets", "--group", group, "--topic", topic, "--to-offset", "5", "--execute")
+    assert code == 0 and out.split("\n")[0].split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], err
+    assert start_offsets(groups, group) == {0: 5}
+    assert first_offset(broker, group, topic) == 5
+
+    code, _, err = groups("reset-offsets", "--group", group, "--topic", topic, "--to-latest", "--execute")
+    assert code == 0 and start_offsets(groups, group) == {0: 20}, err
+    code, _, err = groups("reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert code == 0 and start_offsets(groups, group) == {0: 0}, err
+    assert first_offset(broker, group, topic) == 0
+
+    code, out, err = groups("delete-offsets", "--group", group, "--topic", topic)
+    assert code == 0 and f"Request succeeded for deleting offsets from share group {group}." in out, err
+    assert out.split("\n")[1].split() == ["TOPIC", "STATUS"] and "Successful" in out
+    assert all(start is None for start in start_offsets(groups, group).values())   # no state left

@@ -3,7 +3,8 @@ with hundreds of groups: state, protocol, lag; member counts of the shown page a
 a group's page (state, coordinator, members and their assignments, lag per partition and over
 time, refreshed by htmx), resetting offsets with a preview, and deleting a group.  A share
 group's page shows its members and share-partitions (start offset, lag and, from the brokers'
-/metrics when the console has ``--metrics-url``, the in-flight and archived record counts).
+/metrics when the console has ``--metrics-url``, the in-flight and archived record counts);
+its start offsets are reset with the same preview (AlterShareGroupOffsets).
 
 A group id may hold "/", so everything about one group lives at its own path and is told apart
 by the query (a path suffix such as ``/reset`` could be part of an id):

@@ -9,7 +9,8 @@ the console and the CLI describe, plan and refuse alike:
   ConsumerGroupDescribe, share groups (KIP-932) with ShareGroupDescribe; their share-partitions
   (start offset, lag) come from DescribeShareGroupOffsets;
 - a reset is planned as kafka-consumer-groups.sh plans it (clamped into the log) and refused,
-  with its message, unless the group is inactive (Empty or Dead);
+  with its message, unless the group is inactive (Empty or Dead); a share group's start offsets
+  as kafka-share-groups.sh resets them (AlterShareGroupOffsets, only while it is empty);
 - a deletion the broker refuses is reported with Kafka's error name (NON_EMPTY_GROUP);
 - a share-partition's in-flight and archived record counts, which no admin API reports, are
   read from kwire brokers' /metrics (``--metrics-url``): each share-partition leader exposes
@@ -27,6 +28,7 @@ from kwire.tools.group_types import (describe_consumer_groups, describe_share_gr
                                      share_group_offsets)
 from kwire.tools.groups import (commit_offsets, committed_offsets, describe_groups, find_coordinator,
                                 partitions_to_reset, plan_reset, reset_refusal)
+from kwire.tools.share_offsets import alter_share_offsets, share_reset_refusal, share_start_offsets
 
 GROUP_TYPES = ("classic", "consumer", "share")
 # the reset choices the page offers: kwire.tools.group_offsets.SCENARIOS, in words
@@ -48,7 +50,7 @@ class GroupView:
     assignor: str | None
     members: list[dict[str, Any]] = field(default_factory=list)
     coordinator: dict[str, Any] | None = None
-    offset_topics: list[str] = field(default_factory=list)     # topics it has committed offsets on
+    offset_topics: list[str] = field(default_factory=list)     # topics it has offsets (start offsets) on
 
     @property
     def exists(self) -> bool:
@@ -103,8 +105,9 @@ def describe(admin, group_id: str, group_type: str, brokers: dict[int, dict]) ->
         m["assignment_text"] = assignment_text(m["assignment"])
     if view.exists:
         view.coordinator = find_coordinator(admin, group_id, brokers)
-    if group_type != "share":
-        view.offset_topics = sorted({tp.topic for tp in committed_offsets(admin, group_id)})
+    if group_type != "share" or view.exists:
+        offsets = (share_start_offsets if group_type == "share" else committed_offsets)(admin, group_id)
+        view.offset_topics = sorted({tp.topic for tp in offsets})
     return view
 
 
@@ -205,28 +208,28 @@ def scenario_from(kind: str, value: str, now_ms: int) -> Scenario:
 
 def group_state(admin, group_id: str, group_type: str) -> str:
     """The group's state as its type's describe call says it (Dead: it does not exist)."""
-    if group_type == "consumer":
-        return describe_consumer_groups(admin, [group_id])[group_id]["state"]
+    if group_type in ("consumer", "share"):
+        call = describe_consumer_groups if group_type == "consumer" else describe_share_groups
+        return call(admin, [group_id])[group_id]["state"]
     return describe_groups(admin, [group_id])[group_id].state
 
 
 def reset(admin, group_id: str, group_type: str, topic: str | None, scenario: Scenario,
           execute: bool) -> ResetPlan:
     """Plan (and with ``execute`` commit) new offsets for the group's partitions of ``topic``,
-    or of every topic it has offsets for.  Raises ResetRefused while the group is active (or
-    for a share group), ToolError for an unknown topic or a refused commit, KafkaError."""
-    if group_type == "share":
-        raise ResetRefused("A share group's start offsets are not reset here: that needs "
-                           "AlterShareGroupOffsets, which the console does not send.")
+    or of every topic it has offsets for; a share group's start offsets (AlterShareGroupOffsets).
+    Raises ResetRefused while the group is active (a share group: has members), ToolError for an
+    unknown topic or a refused commit, KafkaError."""
+    share = group_type == "share"
     state = group_state(admin, group_id, group_type)
-    refusal = reset_refusal(group_id, state)
+    refusal = (share_reset_refusal if share else reset_refusal)(group_id, state)
     if refusal is not None:
         raise ResetRefused(refusal)
-    committed = committed_offsets(admin, group_id)
+    committed = (share_start_offsets if share else committed_offsets)(admin, group_id)
     partitions = partitions_to_reset(admin, topic is None, [(topic, None)] if topic else [], committed)
     plan = plan_reset(admin, scenario, partitions, committed)
     if execute:
-        commit_offsets(admin, group_id, plan.offsets)
+        (alter_share_offsets if share else commit_offsets)(admin, group_id, plan.offsets)
     rows = [(tp.topic, tp.partition, _current(committed, tp), new) for tp, new in sorted(plan.offsets.items())]
     return ResetPlan(group_id, state, rows, plan.warnings, execute)
 
