@@ -34,7 +34,7 @@ from pathlib import Path
 from .external import cache_dir
 
 SUITE = "kafka-python"
-KAFKA_VERSION = "4.0.0"   # the Kafka release kwire's ApiVersions ranges correspond to
+KAFKA_VERSION = "4.2.0"   # the Kafka release kwire's ApiVersions ranges correspond to
 BROKER_PROPERTIES = {"node.id": 0, "group.min.session.timeout.ms": 1000, "num.partitions": 4,
                      # set explicitly, as the fixture's server.properties does (port 0 = the bound port)
                      "advertised.listeners": "PLAINTEXT://127.0.0.1:0"}
