@@ -37,6 +37,9 @@ KAFKA_4_2 = {
     55: ("DescribeQuorum", 0, 2), 57: ("UpdateFeatures", 0, 2), 60: ("DescribeCluster", 0, 2),
     61: ("DescribeProducers", 0, 0), 64: ("UnregisterBroker", 0, 0), 65: ("DescribeTransactions", 0, 0),
     66: ("ListTransactions", 0, 2), 68: ("ConsumerGroupHeartbeat", 0, 1), 69: ("ConsumerGroupDescribe", 0, 1),
+    # 71/72: advertised by a 4.2 broker only when a client telemetry receiver is configured
+    # (KIP-714; kafka-python's captured broker had none)
+    71: ("GetTelemetrySubscriptions", 0, 0), 72: ("PushTelemetry", 0, 0),
     74: ("ListConfigResources", 0, 1), 75: ("DescribeTopicPartitions", 0, 0), 76: ("ShareGroupHeartbeat", 1, 1),
     77: ("ShareGroupDescribe", 1, 1), 78: ("ShareFetch", 1, 2), 79: ("ShareAcknowledge", 1, 2),
     80: ("AddRaftVoter", 0, 1), 81: ("RemoveRaftVoter", 0, 0), 83: ("InitializeShareGroupState", 0, 0),
