@@ -410,7 +410,7 @@ def charge_quota(ctx, total: int) -> int:
     return throttle
 
 
-@handles(1, 4, 17)
+@handles(1, 4, 18)
 async def handle_fetch(ctx, request):
     version = ctx.api_version
     replica_id = request.replica_id if version < 15 else replica_state_id(request)

@@ -264,7 +264,7 @@ def test_fetch_by_the_id_of_a_deleted_or_recreated_topic_is_unknown_topic_id(bro
 
     def fetch_by_id(topic_id):
         T = FetchRequest.FetchTopic
-        r = raw_fetch(broker.bootstrap, 17, session_id=0, session_epoch=-1, topics=[T(topic_id=topic_id, partitions=[
+        r = raw_fetch(broker.bootstrap, 18, session_id=0, session_epoch=-1, topics=[T(topic_id=topic_id, partitions=[
             T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
                              log_start_offset=-1, partition_max_bytes=1 << 20)])])
         return r.responses[0].partitions[0]

@@ -199,15 +199,16 @@ def test_describe_topic_partitions_pages_with_a_cursor(tmp_path):
     run(scenario)
 
 
-def test_advertised_versions_are_kafka_4_0s(tmp_path):
-    """Fetch v17, Metadata v13, DescribeTopicPartitions and FindCoordinator v6 as Kafka 4.0
-    advertises them; ListOffsets v11 as Kafka 4.2 (kafka-python infers a broker's release from
-    it: 4.2 now), with its -6 (earliest pending upload: none without tiered storage)."""
+def test_advertised_versions_are_kafka_4_2s(tmp_path):
+    """Fetch v18 (its replica high watermark is a follower's tagged field, ignored), Metadata
+    v13, DescribeTopicPartitions and FindCoordinator v6 as Kafka 4.2 advertises them; ListOffsets
+    v11 (kafka-python infers a broker's release from it: 4.2), with its -6 (earliest pending
+    upload: none without tiered storage)."""
     async def scenario():
         async with connected(tmp_path) as (broker, client):
             v = await client.call(ApiVersionsRequest, 3, client_software_name="t", client_software_version="1")
             ranges = {k.api_key: (k.min_version, k.max_version) for k in v.api_keys}
-            assert ranges[1] == (4, 17) and ranges[2] == (1, 11) and ranges[3] == (0, 13) and ranges[75] == (0, 0)
+            assert ranges[1] == (4, 18) and ranges[2] == (1, 11) and ranges[3] == (0, 13) and ranges[75] == (0, 0)
             assert ranges[10] == (0, 6) and ranges[15] == (0, 6)
             await create_topic(client, "lo", partitions=1)
             await produce(client, broker, "lo", 0, b"x", b"y")
