@@ -173,18 +173,28 @@ def test_a_group_is_deleted_after_confirmation_and_a_non_empty_one_is_refused(co
     assert committed(bootstrap, group, topic) == {0: -1001, 1: -1001}      # no offsets: librdkafka's INVALID
 
 
-def test_a_share_groups_page_shows_its_members_and_share_partitions(console, console_cluster, page):
+def share_consumer_class():
     try:
         from confluent_kafka import ShareConsumer
     except ImportError:
         pytest.skip("confluent-kafka without ShareConsumer (librdkafka < 2.16)")
-    bootstrap = console_cluster.bootstrap
-    topic, group = new_topic(bootstrap, 10), name("share")
+    return ShareConsumer
+
+
+def read_from_earliest(bootstrap: str, group: str) -> None:
+    """share.auto.offset.reset=earliest for ``group`` (a group config, set before it starts)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([earliest]).values():
         future.result(10)
+
+
+def test_a_share_groups_page_shows_its_members_and_share_partitions(console, console_cluster, page):
+    ShareConsumer = share_consumer_class()
+    bootstrap = console_cluster.bootstrap
+    topic, group = new_topic(bootstrap, 10), name("share")
+    read_from_earliest(bootstrap, group)
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "console-share"})
     consumer.subscribe([topic])
     try:
@@ -217,17 +227,10 @@ def test_a_share_groups_page_shows_its_members_and_share_partitions(console, con
 
 def test_a_share_groups_start_offsets_are_reset_with_a_preview_only_while_it_is_empty(console, console_cluster,
                                                                                        page):
-    try:
-        from confluent_kafka import ShareConsumer
-    except ImportError:
-        pytest.skip("confluent-kafka without ShareConsumer (librdkafka < 2.16)")
+    ShareConsumer = share_consumer_class()
     bootstrap = console_cluster.bootstrap
     topic, group = new_topic(bootstrap, 10), name("share-reset")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([earliest]).values():
-        future.result(10)
+    read_from_earliest(bootstrap, group)
 
     def share_consumer():
         consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
